@@ -1,0 +1,24 @@
+# `make run` and `make test` each bootstrap first (idempotent, fast when ready).
+VENV := .venv
+PY := $(VENV)/bin/python
+export PYSPARK_PYTHON := $(abspath $(PY))
+export SPARK_LOCAL_IP := 127.0.0.1
+
+.PHONY: bootstrap run test lint bench
+
+bootstrap:
+	@bash scripts/bootstrap.sh
+
+run: bootstrap
+	$(VENV)/bin/kchaos check-lin --local tests/data/porcupine/jepsen/*.log tests/data/porcupine/kv/*.txt; \
+	  code=$$?; [ $$code -le 1 ] || exit $$code
+
+test: bootstrap
+	$(VENV)/bin/ruff check .
+	$(PY) -m pytest -q
+
+lint: bootstrap
+	$(VENV)/bin/ruff check .
+
+bench: bootstrap
+	$(PY) bench/linearizability.py

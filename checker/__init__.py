@@ -1,0 +1,1 @@
+"""Pure history analysis: history format, linearizability, queue, acks and election checkers."""

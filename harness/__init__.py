@@ -1,0 +1,1 @@
+"""Test lifecycle, command line, configuration, store and node control."""

@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# Idempotent setup on Debian 12 as root: system packages, then .venv with pinned dependencies.
+# On a ready machine it only compares a stamp and returns (well under 5 s).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+debian_packages=(zookeeper iptables nftables openssh-server iproute2)
+missing=()
+for pkg in "${debian_packages[@]}"; do
+    dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || missing+=("$pkg")
+done
+command -v java >/dev/null 2>&1 || missing+=(openjdk-17-jre-headless)
+if [ ${#missing[@]} -gt 0 ]; then
+    if [ "$(id -u)" -ne 0 ]; then
+        echo "bootstrap: missing Debian packages: ${missing[*]}; run as root or install them" >&2
+        exit 1
+    fi
+    echo "bootstrap: installing ${missing[*]}"
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -qq
+    apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+stamp=.venv/.kchaos-bootstrap
+want=$(sha256sum pyproject.toml | cut -d' ' -f1)
+if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ]; then
+    exit 0
+fi
+echo "bootstrap: preparing .venv"
+[ -x .venv/bin/python ] || python3 -m venv .venv
+.venv/bin/pip install -q --upgrade pip
+.venv/bin/pip install -q -e ".[dev]"
+echo "$want" > "$stamp"
+echo "bootstrap: ready"
