@@ -1,0 +1,1 @@
+"""The ZooKeeper-era controller: one event queue, state machines, pure elections."""
