@@ -255,7 +255,7 @@ def _edn_ops(source: str) -> Iterator[tuple[int, Op]]:
     except Exception as error:  # edn_format raises several types on bad input
         number, reason = _edn_error(text, error)
         raise HistoryError(source, number, f"invalid EDN: {reason}") from None
-    nested = len(parsed) == 1 and isinstance(parsed[0], list | tuple)
+    nested = len(parsed) == 1 and isinstance(parsed[0], list | tuple | edn_format.ImmutableList)
     items = list(parsed[0]) if nested else parsed
     lines = _element_lines(text, 1 if nested else 0)
     if len(lines) != len(items):
@@ -342,7 +342,7 @@ def _plain(value: Any) -> Any:
         return value.name
     if isinstance(value, Mapping):
         return {_json_key(key): _plain(item) for key, item in value.items()}
-    if isinstance(value, list | tuple):
+    if isinstance(value, list | tuple | edn_format.ImmutableList):
         return [_plain(item) for item in value]
     if isinstance(value, frozenset | set):
         return sorted((_plain(item) for item in value), key=json.dumps)

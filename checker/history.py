@@ -138,36 +138,34 @@ class HistoryValidator:
         self._crashed: set[int | str] = set()
 
     def check(self, op: Op, line: int) -> None:
-        """Accept `op` (read at 1-based `line`) or raise HistoryError."""
+        """Accept `op` (read at 1-based `line`) or raise HistoryError, leaving no trace."""
         if self._dense and op.index != self._next_index:
             self._fail(line, f"index {op.index} where {self._next_index} was expected "
                              "(indices are dense from 0)")
-        self._next_index += 1
         process = op.process
+        invoke = self._open.get(process)
         if op.type == "invoke":
-            previous = self._open.get(process)
-            if previous is not None:
-                self._fail(line, f"process {process!r} invokes {op.f!r} while its {previous.f!r} "
-                                 f"(index {previous.index}) has not completed")
+            if invoke is not None:
+                self._fail(line, f"process {process!r} invokes {op.f!r} while its {invoke.f!r} "
+                                 f"(index {invoke.index}) has not completed")
             if process in self._crashed:
                 self._fail(line, f"process {process!r} invokes again after an info completion "
                                  "(a process never returns after info; use a new process id)")
             self._open[process] = op
-            return
-        invoke = self._open.pop(process, None)
-        if invoke is None:
-            if process == NEMESIS and op.type == "info":
-                return
+        elif invoke is not None:
+            if invoke.f != op.f:
+                self._fail(line, f"{op.type} completion has f {op.f!r} but process {process!r} "
+                                 f"invoked {invoke.f!r} (index {invoke.index})")
+            if op.time < invoke.time:
+                self._fail(line, f"completion time {op.time} is before its invoke's time "
+                                 f"{invoke.time} (index {invoke.index})")
+            del self._open[process]
+            if op.type == "info" and process != NEMESIS:
+                self._crashed.add(process)
+        elif not (process == NEMESIS and op.type == "info"):
             self._fail(line, f"{op.type} completion of {op.f!r} by process {process!r} "
                              "without an open invoke")
-        if invoke.f != op.f:
-            self._fail(line, f"{op.type} completion has f {op.f!r} but process {process!r} "
-                             f"invoked {invoke.f!r} (index {invoke.index})")
-        if op.time < invoke.time:
-            self._fail(line, f"completion time {op.time} is before its invoke's time "
-                             f"{invoke.time} (index {invoke.index})")
-        if op.type == "info" and process != NEMESIS:
-            self._crashed.add(process)
+        self._next_index += 1
 
     def _fail(self, line: int, reason: str) -> None:
         raise HistoryError(self.path, line, reason)
@@ -318,7 +316,7 @@ class HistoryWriter:
 
 
 _KEYWORD = re.compile(r"[A-Za-z_][A-Za-z0-9_.*+!?<>=-]*\Z")
-_INTEGER = re.compile(r"-?(?:0|[1-9][0-9]*)\Z")
+_INTEGER = re.compile(r"(?:0|-?[1-9][0-9]*)\Z")
 _STRING_ESCAPES = {'"': '\\"', "\\": "\\\\", "\n": "\\n", "\t": "\\t", "\r": "\\r"}
 _NEEDS_ESCAPE = re.compile(r'["\\\x00-\x1f]')
 
