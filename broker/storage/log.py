@@ -1,0 +1,426 @@
+"""PartitionLog: the log of one topic-partition, a directory of segments."""
+
+from __future__ import annotations
+
+import threading
+import time
+from bisect import bisect_right
+from dataclasses import dataclass
+from pathlib import Path
+
+from kafka.record import MemoryRecords
+
+from .checkpoints import fsync_dir
+from .epoch_cache import LeaderEpochCache
+from .errors import (
+    InvalidRecordError,
+    OffsetOutOfRangeError,
+    UnexpectedAppendOffsetError,
+)
+from .records import (
+    H_BASE,
+    H_COUNT,
+    H_DELTA,
+    H_EPOCH,
+    H_LENGTH,
+    H_MAX_TS,
+    LOG_OVERHEAD,
+    check_leader_batch,
+    patch,
+    scan,
+)
+from .segment import MAX_RELATIVE_OFFSET, LogSegment, parse_base_offset
+
+__all__ = ["AppendInfo", "LogConfig", "PartitionLog"]
+
+STRAY_SUFFIXES = (".tmp", ".deleted", ".cleaned", ".swap")
+
+
+@dataclass(frozen=True)
+class LogConfig:
+    """Kafka's log.* settings that the storage layer honours."""
+
+    segment_bytes: int = 1 << 30
+    index_interval_bytes: int = 4096
+    retention_bytes: int = -1
+    retention_ms: int = 7 * 24 * 3600 * 1000
+    flush_messages: int | None = None
+
+    def __post_init__(self) -> None:
+        if not 14 <= self.segment_bytes <= (1 << 31) - 1:
+            raise ValueError(f"log.segment.bytes must be in [14, 2^31-1]: {self.segment_bytes}")
+        if self.index_interval_bytes < 0:
+            raise ValueError(
+                f"log.index.interval.bytes must be >= 0: {self.index_interval_bytes}")
+        if self.flush_messages is not None and self.flush_messages < 1:
+            raise ValueError(f"flush messages must be >= 1 or None: {self.flush_messages}")
+
+
+@dataclass(frozen=True)
+class AppendInfo:
+    """What an append wrote: offsets [first_offset, last_offset] and `record_count` records
+    (a follower append of nothing gives first_offset = log end offset, last = first - 1)."""
+
+    first_offset: int
+    last_offset: int
+    record_count: int
+    max_timestamp: int
+    log_append_time: int = -1
+
+
+class PartitionLog:
+    """Segments `<20-digit base offset>.log`/`.index` plus `leader-epoch-checkpoint`.
+
+    Thread-safe (one lock); appends parse batch headers only and never decode records.
+    """
+
+    def __init__(self, directory: Path, config: LogConfig, segments: list[LogSegment],
+                 epoch_cache: LeaderEpochCache, recovery_point: int) -> None:
+        self.directory = directory
+        self.config = config
+        self.segments = segments
+        self._bases = [segment.base_offset for segment in segments]
+        self.epoch_cache = epoch_cache
+        self.log_start_offset = segments[0].base_offset
+        self.recovery_point = recovery_point
+        self._unflushed_messages = 0
+        self._lock = threading.RLock()
+
+    @classmethod
+    def open(cls, directory: Path, config: LogConfig, recovery_point: int = 0) -> PartitionLog:
+        """Open or create the log in `directory`. Segments from the one holding
+        `recovery_point` on (and any whose index is missing or insane) are validated batch by
+        batch; the first invalid batch and everything after it are cut."""
+        directory.mkdir(parents=True, exist_ok=True)
+        bases: set[int] = set()
+        for path in directory.iterdir():
+            if path.suffix in STRAY_SUFFIXES:
+                path.unlink()
+            elif path.suffix == ".log" and parse_base_offset(path.name) is not None:
+                bases.add(parse_base_offset(path.name))
+        for path in directory.glob("*.index"):
+            if parse_base_offset(path.name) not in bases:
+                path.unlink()
+        cache, cache_usable = LeaderEpochCache.load(directory)
+        changed = not cache_usable
+
+        def on_batch(header: tuple) -> None:
+            nonlocal changed
+            epoch = header[H_EPOCH]
+            if epoch >= 0 and (cache.latest_epoch is None or epoch > cache.latest_epoch):
+                changed |= cache.put(epoch, header[H_BASE])
+
+        segments: list[LogSegment] = []
+        ordered = sorted(bases)
+        for i, base in enumerate(ordered):
+            following = ordered[i + 1] if i + 1 < len(ordered) else None
+            recover = following is None or following > recovery_point
+            segment, cut = LogSegment.open(directory, base, config.index_interval_bytes,
+                                           recover, on_batch)
+            if not segment.recovered and not cache_usable:
+                for _, header in segment.walk():
+                    on_batch(header)
+            segments.append(segment)
+            if cut:
+                for later in ordered[i + 1:]:
+                    LogSegment.remove_files(directory, later)
+                break
+        if not segments:
+            segments.append(LogSegment.create(directory, 0, config.index_interval_bytes))
+            fsync_dir(directory)
+        log = cls(directory, config, segments, cache, recovery_point)
+        recovered = [segment for segment in segments if segment.recovered]
+        for segment in recovered:
+            segment.flush()
+        if recovered:
+            log.recovery_point = log.log_end_offset
+        log.recovery_point = min(log.recovery_point, log.log_end_offset)
+        if changed:
+            cache.flush()
+        cache.truncate_from_end(log.log_end_offset)
+        cache.truncate_from_start(log.log_start_offset)
+        return log
+
+    # -- state ----------------------------------------------------------------------------
+
+    @property
+    def log_end_offset(self) -> int:
+        return self.segments[-1].next_offset
+
+    @property
+    def active_segment(self) -> LogSegment:
+        return self.segments[-1]
+
+    @property
+    def latest_epoch(self) -> int | None:
+        return self.epoch_cache.latest_epoch
+
+    @property
+    def size_in_bytes(self) -> int:
+        return sum(segment.size for segment in self.segments)
+
+    # -- appends --------------------------------------------------------------------------
+
+    def append_as_leader(self, records: bytes | bytearray | memoryview,
+                         leader_epoch: int) -> AppendInfo:
+        """Validate (framing, magic 2, CRC-32C, counts), assign offsets from the log end
+        offset, stamp `leader_epoch` into every batch, append."""
+        batches = scan(records, verify_crc=True, partial_tail_ok=False)
+        if not batches:
+            raise InvalidRecordError("a produce request needs at least one record batch")
+        for pos, header in batches:
+            check_leader_batch(pos, header)
+        buf = bytearray(records)
+        with self._lock:
+            first = offset = self.log_end_offset
+            entries = []
+            count = 0
+            max_ts = -1
+            for pos, header in batches:
+                patch(buf, pos, offset, leader_epoch)
+                last = offset + header[H_DELTA]
+                entries.append((pos, LOG_OVERHEAD + header[H_LENGTH], last, header[H_MAX_TS]))
+                offset = last + 1
+                count += header[H_COUNT]
+                max_ts = max(max_ts, header[H_MAX_TS])
+            if leader_epoch >= 0:
+                self.epoch_cache.assign(leader_epoch, first)
+            self._append(buf, entries, count)
+            return AppendInfo(first, offset - 1, count, max_ts)
+
+    def append_as_follower(self, records: bytes | bytearray | memoryview) -> AppendInfo:
+        """Append batches replicated from the leader as they are (offsets and epochs already
+        set). They must start at the log end offset; an incomplete last batch is ignored."""
+        batches = scan(records, verify_crc=True, partial_tail_ok=True)
+        with self._lock:
+            first = self.log_end_offset
+            if not batches:
+                return AppendInfo(first, first - 1, 0, -1)
+            if batches[0][1][H_BASE] != first:
+                raise UnexpectedAppendOffsetError(
+                    f"follower batches start at offset {batches[0][1][H_BASE]}, "
+                    f"the log ends at {first}")
+            expected = first
+            entries = []
+            count = 0
+            max_ts = -1
+            for pos, header in batches:
+                if header[H_BASE] < expected:
+                    raise InvalidRecordError(
+                        f"batch at byte {pos} starts at offset {header[H_BASE]}, "
+                        f"below {expected}")
+                size = LOG_OVERHEAD + header[H_LENGTH]
+                last = header[H_BASE] + header[H_DELTA]
+                entries.append((pos, size, last, header[H_MAX_TS]))
+                expected = last + 1
+                count += header[H_COUNT]
+                max_ts = max(max_ts, header[H_MAX_TS])
+            for _, header in batches:
+                if header[H_EPOCH] >= 0:
+                    self.epoch_cache.assign(header[H_EPOCH], header[H_BASE])
+            pos, header = batches[-1]
+            end = pos + LOG_OVERHEAD + header[H_LENGTH]
+            self._append(memoryview(records)[:end], entries, count)
+            return AppendInfo(first, expected - 1, count, max_ts)
+
+    def _append(self, data: bytearray | memoryview, entries: list[tuple[int, int, int, int]],
+                count: int) -> None:
+        segment = self.active_segment
+        if segment.size and (segment.size + len(data) > self.config.segment_bytes
+                             or entries[-1][2] - segment.base_offset > MAX_RELATIVE_OFFSET):
+            segment = self.roll()
+        segment.append(data, entries)
+        self._unflushed_messages += count
+        if (self.config.flush_messages is not None
+                and self._unflushed_messages >= self.config.flush_messages):
+            self.flush()
+
+    def roll(self) -> LogSegment:
+        """Start a new active segment at the log end offset (no-op if the active one is
+        empty); the old one is fsynced, so the recovery point moves to the log end offset."""
+        with self._lock:
+            active = self.active_segment
+            if active.size == 0:
+                return active
+            active.flush()
+            segment = LogSegment.create(self.directory, self.log_end_offset,
+                                        self.config.index_interval_bytes)
+            fsync_dir(self.directory)
+            self.segments.append(segment)
+            self._bases.append(segment.base_offset)
+            self.recovery_point = segment.base_offset
+            self._unflushed_messages = 0
+            return segment
+
+    def assign_epoch_start_offset(self, epoch: int, start_offset: int | None = None) -> None:
+        """Record that `epoch` starts at `start_offset` (default: the log end offset), as a
+        new leader does before its first append (Kafka's maybeAssignEpochStartOffset)."""
+        with self._lock:
+            self.epoch_cache.assign(
+                epoch, self.log_end_offset if start_offset is None else start_offset)
+
+    # -- reads ----------------------------------------------------------------------------
+
+    def read(self, start_offset: int, max_bytes: int, max_offset: int | None = None) -> bytes:
+        """Whole batches from the one holding `start_offset`, up to `max_bytes` (at least one
+        batch if any, KIP-74), none reaching `max_offset` (exclusive)."""
+        with self._lock:
+            if not self.log_start_offset <= start_offset <= self.log_end_offset:
+                raise OffsetOutOfRangeError(
+                    f"offset {start_offset} outside [{self.log_start_offset}, "
+                    f"{self.log_end_offset}] of {self.directory.name}")
+            if start_offset == self.log_end_offset or (
+                    max_offset is not None and start_offset >= max_offset):
+                return b""
+            parts: list[bytes] = []
+            remaining = max_bytes
+            i = max(bisect_right(self._bases, start_offset) - 1, 0)
+            position: int | None = None
+            for segment in self.segments[i:]:
+                if position is None:
+                    found = segment.find(start_offset)
+                    if found is None:
+                        continue
+                    position = found[0]
+                data, at_end = segment.read(position, remaining, max_offset, not parts)
+                if data:
+                    parts.append(data)
+                    remaining -= len(data)
+                if not at_end or remaining <= 0:
+                    break
+                position = 0
+            return b"".join(parts)
+
+    def offset_for_timestamp(self, timestamp: int) -> int | None:
+        """Offset of the first record with a timestamp >= `timestamp`, None if there is none.
+        Finds the batch from headers; decodes only that batch."""
+        with self._lock:
+            for segment in self.segments:
+                if segment.largest_timestamp() < timestamp:
+                    continue
+                for position, header in segment.walk():
+                    if header[H_MAX_TS] >= timestamp:
+                        data, _ = segment.read(position, 0, None, True)
+                        return max(self.log_start_offset,
+                                   first_offset_at(data, timestamp, header[H_BASE]))
+            return None
+
+    def end_offset_for_epoch(self, epoch: int) -> tuple[int, int]:
+        """KIP-101/KIP-279: (largest epoch <= `epoch`, its end offset); see LeaderEpochCache."""
+        with self._lock:
+            return self.epoch_cache.end_offset_for(epoch, self.log_end_offset)
+
+    # -- truncation and retention ---------------------------------------------------------
+
+    def truncate_to(self, offset: int) -> None:
+        """Drop every batch holding an offset >= `offset` (a batch straddling it goes whole,
+        so the log end offset may end below `offset`)."""
+        with self._lock:
+            if offset >= self.log_end_offset:
+                return
+            if offset <= self.segments[0].base_offset:
+                self.truncate_fully_and_start_at(offset)
+                return
+            keep = bisect_right(self._bases, offset)
+            for segment in self.segments[keep:]:
+                segment.delete()
+            del self.segments[keep:]
+            del self._bases[keep:]
+            self.active_segment.truncate_to(offset)
+            self.epoch_cache.truncate_from_end(self.log_end_offset)
+            self.recovery_point = min(self.recovery_point, self.log_end_offset)
+
+    def truncate_fully_and_start_at(self, offset: int) -> None:
+        """Delete everything; the log restarts empty at `offset` (a follower whose log end
+        is below the leader's log start offset)."""
+        with self._lock:
+            for segment in self.segments:
+                segment.delete()
+            self.segments = [LogSegment.create(self.directory, offset,
+                                               self.config.index_interval_bytes)]
+            fsync_dir(self.directory)
+            self._bases = [offset]
+            self.epoch_cache.clear()
+            self.log_start_offset = offset
+            self.recovery_point = offset
+
+    def delete_old_segments(self, high_watermark: int | None = None,
+                            now_ms: int | None = None) -> int:
+        """Retention: delete whole old segments past log.retention.ms (by their largest
+        timestamp, else mtime) or beyond log.retention.bytes, never one holding offsets at or
+        above `high_watermark`. Returns how many were deleted."""
+        with self._lock:
+            now_ms = int(time.time() * 1000) if now_ms is None else now_ms
+            deleted = 0
+            if self.config.retention_ms >= 0:
+                deleted += self._delete_leading(
+                    lambda s: now_ms - self._segment_time(s) > self.config.retention_ms,
+                    high_watermark)
+            if self.config.retention_bytes >= 0:
+                excess = self.size_in_bytes - self.config.retention_bytes
+
+                def over_size(segment: LogSegment) -> bool:
+                    nonlocal excess
+                    if excess - segment.size < 0:
+                        return False
+                    excess -= segment.size
+                    return True
+
+                deleted += self._delete_leading(over_size, high_watermark)
+            return deleted
+
+    @staticmethod
+    def _segment_time(segment: LogSegment) -> int:
+        largest = segment.largest_timestamp()
+        return largest if largest > 0 else segment.last_modified_ms()
+
+    def _delete_leading(self, predicate, high_watermark: int | None) -> int:
+        limit = self.log_end_offset if high_watermark is None else min(
+            high_watermark, self.log_end_offset)
+        count = 0
+        for i, segment in enumerate(self.segments):
+            last = i == len(self.segments) - 1
+            upper = self.log_end_offset if last else self._bases[i + 1]
+            if upper > limit or (last and segment.size == 0) or not predicate(segment):
+                break
+            count += 1
+        if not count:
+            return 0
+        if count == len(self.segments):
+            self.roll()
+        for segment in self.segments[:count]:
+            segment.delete()
+        del self.segments[:count]
+        del self._bases[:count]
+        self.log_start_offset = max(self.log_start_offset, self._bases[0])
+        self.epoch_cache.truncate_from_start(self.log_start_offset)
+        return count
+
+    # -- durability -----------------------------------------------------------------------
+
+    def flush(self) -> None:
+        """fsync the active segment; the recovery point becomes the log end offset."""
+        with self._lock:
+            self.active_segment.flush()
+            self.recovery_point = self.log_end_offset
+            self._unflushed_messages = 0
+
+    def close(self) -> None:
+        """Flush and close the files."""
+        with self._lock:
+            self.flush()
+            for segment in self.segments:
+                segment.close()
+
+
+def first_offset_at(batch: bytes, timestamp: int, base_offset: int) -> int:
+    """Offset of the first record of `batch` with a timestamp >= `timestamp`; the batch's
+    base offset if its records cannot be decoded here (e.g. a missing codec)."""
+    try:
+        decoded = MemoryRecords(batch).next_batch()
+        for record in decoded:
+            if record.timestamp >= timestamp:
+                return record.offset
+    except Exception:
+        return base_offset
+    return base_offset
