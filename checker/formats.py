@@ -29,7 +29,7 @@ from typing import Any
 import edn_format
 
 from checker.errors import HistoryError
-from checker.history import HistoryValidator, Op, load_history, op_from_json
+from checker.history import OP_TYPES, HistoryValidator, Op, load_history, op_from_json
 
 __all__ = ["FORMATS", "detect_format", "read_ops"]
 
@@ -64,7 +64,7 @@ def detect_format(path: str | os.PathLike[str]) -> str:
         if ":key" in text and ":process" in text and ":index" not in text:
             return "porcupine-kv"
         return "edn"
-    if text.startswith(("[", "#")):
+    if text.startswith(("[", "#", ";")):
         return "edn"
     raise HistoryError(
         source, number,
@@ -165,6 +165,7 @@ def _etcd_value(raw: str) -> Any:
 
 
 def _check_etcd_value(source: str, number: int, kind: str, f: str, value: Any) -> None:
+    _check_type(source, number, kind)
     if f not in ("read", "write", "cas"):
         raise HistoryError(source, number, f"unknown f {f!r} (expected read, write or cas)")
     if value == _TIMED_OUT and kind in ("invoke", "ok"):
@@ -221,6 +222,7 @@ def _kv_fields(source: str, number: int, text: str) -> tuple[str, str, str, str,
 
 
 def _check_kv_value(source: str, number: int, kind: str, f: str, value: Any) -> None:
+    _check_type(source, number, kind)
     if f not in ("get", "put", "append"):
         raise HistoryError(source, number, f"unknown f {f!r} (expected get, put or append)")
     if f == "get" and kind == "invoke":
@@ -231,6 +233,13 @@ def _check_kv_value(source: str, number: int, kind: str, f: str, value: Any) -> 
         fits, shape = isinstance(value, str), "a string"
     if not fits:
         raise HistoryError(source, number, f"{kind} {f} needs {shape} as :value, got {value!r}")
+
+
+def _check_type(source: str, number: int, kind: str) -> None:
+    if kind not in OP_TYPES:
+        raise HistoryError(
+            source, number, f"unknown type {kind!r} (expected one of invoke, ok, fail, info)"
+        )
 
 
 def _unquote(quoted: str) -> str:
