@@ -168,7 +168,10 @@ class _Entry:
     kind: Hashable
 
 
-def _prepare(model: Model, ops: Sequence[Operation]) -> tuple[list[_Entry], list[tuple[int, int, int]]]:
+Event = tuple[int, int, int]
+
+
+def _prepare(model: Model, ops: Sequence[Operation]) -> tuple[list[_Entry], list[Event]]:
     """Entries in call order, and the events: calls before returns at equal times."""
     kept = []
     for op in ops:
@@ -306,7 +309,7 @@ class _Search:
     # -- the closure at a return
 
     def _linearize_through(self, target: _Entry, starts: list, survivors: _Configurations) -> None:
-        """Add to `survivors` every configuration reached by a sequence of pending ops ending in `target`."""
+        """Add to `survivors` each configuration reached by pending ops ending with `target`."""
         target_bit = 1 << target.id
         step = self.step
         seen = _Configurations()
@@ -332,7 +335,10 @@ class _Search:
                 legal, new_state = step(state, entry.op)
                 if not legal or (entry.read_only and new_state == state):
                     continue
-                new_ok, new_info = (ok_bits, info_bits | bit) if entry.unknown else (ok_bits | bit, info_bits)
+                if entry.unknown:
+                    new_ok, new_info = ok_bits, info_bits | bit
+                else:
+                    new_ok, new_info = ok_bits | bit, info_bits
                 new_trail = _extend(trail, entry.id)
                 if new_state != state:
                     new_ok, new_trail = self._read_greedily(new_state, new_ok, new_trail)

@@ -133,7 +133,7 @@ def _kv_step(state: State, op: Operation) -> tuple[bool, State]:
 
 
 def _spells(text: str, position: int, appends: frozenset) -> bool:
-    """Whether text[position:] is the concatenation of `appends` in an order respecting real time."""
+    """Whether text[position:] concatenates all `appends` in an order respecting real time."""
     if not appends:
         return position == len(text)
     for append in appends:
