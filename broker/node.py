@@ -1,0 +1,326 @@
+"""BrokerNode: one broker process wired together.
+
+Start: log dirs recovered (LogManager.load), ZooKeeper session, a live registration under
+the same broker.id refuses to start, client and control-plane listeners bound,
+ReplicaManager, registration in /brokers/ids, then the Controller (which competes for
+/controller). SIGTERM (or SIGINT): controlled shutdown (the active controller moves
+leadership away, retried until it reports no partition left or the time is up), then
+everything is closed in reverse order and the process exits 0. SIGKILL at any instant
+is safe: storage recovers from its recovery point on the next start.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import signal
+import uuid
+from pathlib import Path
+
+from kazoo.client import KazooClient, KazooState
+
+from broker import zk as zkpaths
+from broker.config import BrokerConfig
+from broker.control_plane import ControlPlaneServer, request_controlled_shutdown
+from broker.replica.manager import ReplicaManager, ReplicaSettings
+from broker.server.dispatch import BrokerContext, Dispatcher
+from broker.server.listener import ClientListener
+from broker.server.producer_ids import ProducerIdAllocator
+from broker.server.topics import TopicCreator
+from broker.storage import LogConfig, LogManager
+
+__all__ = ["BrokerNode", "StartupError"]
+
+log = logging.getLogger("broker.node")
+
+CLUSTER_ID_PATH = "/cluster/id"
+CONTROLLED_SHUTDOWN_SECONDS = 30.0
+
+
+class StartupError(Exception):
+    """The broker cannot start (duplicate broker.id, ZooKeeper unreachable, ...)."""
+
+
+class BrokerNode:
+    def __init__(self, config: BrokerConfig) -> None:
+        self.config = config
+        self.broker_id = config.broker_id
+        self.broker_epoch = -1
+        self.zk: KazooClient | None = None
+        self.logs: LogManager | None = None
+        self.replicas: ReplicaManager | None = None
+        self.listener: ClientListener | None = None
+        self.control: ControlPlaneServer | None = None
+        self.controller = None
+        self._stop = asyncio.Event()
+        self._session_lost = False
+
+    @property
+    def event_log_path(self) -> Path:
+        if self.config.controller_event_log:
+            return Path(self.config.controller_event_log)
+        return self.config.data_dirs[0] / "controller-events.jsonl"
+
+    async def run(self) -> int:
+        """Start, serve until SIGTERM/SIGINT, shut down; returns the exit code."""
+        loop = asyncio.get_running_loop()
+        try:
+            await self.start()
+        except StartupError as exc:
+            log.error("%s", exc)
+            await self.close()
+            raise
+        for signum in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(signum, self._stop.set)
+        log.info(
+            "broker %d started (client %s, control %s, epoch %d)",
+            self.broker_id,
+            self.config.client_listener,
+            self.config.control_listener,
+            self.broker_epoch,
+        )
+        await self._stop.wait()
+        log.info("broker %d shutting down", self.broker_id)
+        if self.config.controlled_shutdown_enable:
+            await self.controlled_shutdown()
+        await self.close()
+        log.info("broker %d stopped", self.broker_id)
+        return 0
+
+    def request_stop(self) -> None:
+        self._stop.set()
+
+    async def start(self) -> None:
+        loop = asyncio.get_running_loop()
+        config = self.config
+        self.zk = KazooClient(
+            hosts=config.zookeeper_connect, timeout=config.zookeeper_session_timeout_ms / 1000.0
+        )
+        connect_timeout = (
+            config.zookeeper_connection_timeout_ms or config.zookeeper_session_timeout_ms
+        ) / 1000.0
+        try:
+            await loop.run_in_executor(None, lambda: self.zk.start(timeout=connect_timeout))
+        except Exception as exc:
+            raise StartupError(
+                f"cannot connect to ZooKeeper at {config.zookeeper_connect}: {exc!r}"
+            ) from exc
+        existing = await loop.run_in_executor(None, zkpaths.read_brokers, self.zk)
+        if self.broker_id in existing:
+            other = existing[self.broker_id]
+            raise StartupError(
+                f"broker.id {self.broker_id} is already registered by a live broker at "
+                f"{other.host}:{other.port} (/brokers/ids/{self.broker_id}); refusing to start"
+            )
+        await loop.run_in_executor(None, zkpaths.ensure_paths, self.zk)
+        cluster_id = await loop.run_in_executor(None, self._cluster_id)
+
+        self.logs = LogManager(
+            config.data_dirs,
+            LogConfig(
+                segment_bytes=config.log_segment_bytes,
+                index_interval_bytes=config.log_index_interval_bytes,
+                retention_bytes=config.log_retention_bytes,
+                retention_ms=config.retention_ms,
+            ),
+        )
+        try:
+            await loop.run_in_executor(None, self.logs.load)
+        except Exception as exc:
+            self.logs = None
+            raise StartupError(f"cannot load the logs in {config.data_dirs}: {exc}") from exc
+
+        self.replicas = ReplicaManager(
+            ReplicaSettings(
+                broker_id=self.broker_id,
+                min_insync_replicas=config.min_insync_replicas,
+                replica_lag_time_max_ms=config.replica_lag_time_max_ms,
+                replica_fetch_wait_max_ms=config.replica_fetch_wait_max_ms,
+                replica_fetch_max_bytes=config.replica_fetch_max_bytes,
+                truncation_mode=config.replication_truncation_mode,
+                hw_checkpoint_interval_ms=config.hw_checkpoint_interval_ms,
+                log_flush_interval_ms=config.log_flush_interval_ms,
+            ),
+            self.logs,
+            self.zk,
+        )
+        creator = TopicCreator(self.zk, self.replicas.metadata)
+        self.replicas.on_metadata_update.append(creator.metadata_changed)
+        context = BrokerContext(
+            broker_id=self.broker_id,
+            replicas=self.replicas,
+            topic_creator=creator,
+            producer_ids=ProducerIdAllocator(self.zk, self.broker_id),
+            auto_create_topics=config.auto_create_topics_enable,
+            num_partitions=config.num_partitions,
+            default_replication_factor=config.default_replication_factor,
+            cluster_id=cluster_id,
+        )
+        self.replicas.start()
+
+        self.controller = self._make_controller(loop)
+        client, control = config.client_listener, config.control_listener
+        self.listener = ClientListener(
+            client.host, client.port, Dispatcher(context), config.socket_request_max_bytes
+        )
+        self.control = ControlPlaneServer(
+            control.host, control.port, self.replicas, self.controller.controlled_shutdown
+        )
+        try:
+            await self.listener.start()
+            await self.control.start()
+        except OSError as exc:
+            raise StartupError(f"cannot bind listeners {client} / {control}: {exc}") from exc
+
+        advertised_client = config.advertised(client)
+        advertised_control = config.advertised(control)
+        registration = zkpaths.BrokerRegistration(
+            self.broker_id,
+            advertised_client.host or "127.0.0.1",
+            self.listener.port,
+            advertised_control.host or "127.0.0.1",
+            self.control.port,
+            config.broker_rack,
+        )
+        try:
+            self.broker_epoch = await loop.run_in_executor(
+                None, zkpaths.register_broker, self.zk, registration
+            )
+        except zkpaths.BrokerIdInUseError as exc:
+            raise StartupError(f"{exc}; refusing to start") from exc
+        self._registration = registration
+        self.zk.add_listener(lambda state: loop.call_soon_threadsafe(self._zk_state, state))
+        await self.controller.start()
+
+    def _make_controller(self, loop):
+        from broker.controller.config import ControllerConfig
+        from broker.controller.controller import Controller
+
+        config = self.config
+        return Controller(
+            self.broker_id,
+            self.zk,
+            ControllerConfig(
+                default_replication_factor=config.default_replication_factor,
+                num_partitions=config.num_partitions,
+                min_insync_replicas=config.min_insync_replicas,
+                unclean_leader_election_enable=config.unclean_leader_election_enable,
+                auto_leader_rebalance_enable=config.auto_leader_rebalance_enable,
+                leader_imbalance_check_interval_seconds=float(
+                    config.leader_imbalance_check_interval_seconds
+                ),
+            ),
+            self.event_log_path,
+            loop,
+        )
+
+    def _cluster_id(self) -> str:
+        from kazoo.exceptions import NodeExistsError
+
+        try:
+            self.zk.create(
+                CLUSTER_ID_PATH,
+                json.dumps({"version": "1", "id": uuid.uuid4().hex[:22]}).encode(),
+                makepath=True,
+            )
+        except NodeExistsError:
+            pass
+        data, _ = self.zk.get(CLUSTER_ID_PATH)
+        return json.loads(data)["id"]
+
+    def _zk_state(self, state: str) -> None:
+        """Kazoo thread -> loop: after an expired session, register again on reconnect."""
+        if state == KazooState.LOST:
+            log.warning("ZooKeeper session lost")
+            self._session_lost = True
+        elif state == KazooState.CONNECTED and self._session_lost and not self._stop.is_set():
+            self._session_lost = False
+            asyncio.get_running_loop().create_task(self._reregister())
+
+    async def _reregister(self) -> None:
+        loop = asyncio.get_running_loop()
+        for _ in range(20):
+            try:
+                self.broker_epoch = await loop.run_in_executor(
+                    None, zkpaths.register_broker, self.zk, self._registration
+                )
+                log.info("registered again with broker epoch %d", self.broker_epoch)
+                return
+            except zkpaths.BrokerIdInUseError:
+                await asyncio.sleep(0.5)  # the old ephemeral node is not gone yet
+            except Exception:
+                log.exception("re-registration failed")
+                await asyncio.sleep(1.0)
+
+    async def controlled_shutdown(self) -> bool:
+        """Ask the active controller to move leadership off this broker; True when it did."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + CONTROLLED_SHUTDOWN_SECONDS
+        while loop.time() < deadline:
+            try:
+                controller_id = await loop.run_in_executor(None, zkpaths.read_controller, self.zk)
+                brokers = await loop.run_in_executor(None, zkpaths.read_brokers, self.zk)
+                target = brokers.get(controller_id) if controller_id is not None else None
+                if target is not None:
+                    code, remaining = await request_controlled_shutdown(
+                        target.control_host,
+                        target.control_port,
+                        self.broker_id,
+                        self.broker_epoch,
+                        timeout=max(deadline - loop.time(), 1.0),
+                    )
+                    led = [
+                        p.key
+                        for p in self.replicas.partitions.values()
+                        if p.is_leader and len(p.replicas) > 1
+                    ]
+                    log.info(
+                        "controlled shutdown via controller %d: error %d, remaining %s, "
+                        "still leading %s",
+                        controller_id,
+                        code,
+                        remaining,
+                        led,
+                    )
+                    if code == 0 and not remaining:
+                        return True
+            except (OSError, TimeoutError, ConnectionError) as exc:
+                log.info("controlled shutdown attempt failed: %r", exc)
+            await asyncio.sleep(0.5)
+        log.warning(
+            "controlled shutdown did not complete in %.0f s; stopping anyway",
+            CONTROLLED_SHUTDOWN_SECONDS,
+        )
+        return False
+
+    async def close(self) -> None:
+        if self.controller is not None:
+            await _quietly(self.controller.stop())
+        if self.listener is not None:
+            await _quietly(self.listener.stop())
+        if self.control is not None:
+            await _quietly(self.control.stop())
+        if self.replicas is not None:
+            await _quietly(self.replicas.stop())
+        if self.logs is not None:
+            self.logs.close()
+        if self.zk is not None:
+            zk = self.zk
+            await asyncio.get_running_loop().run_in_executor(None, _stop_zk, zk)
+            self.zk = None
+
+
+def _stop_zk(zk: KazooClient) -> None:
+    try:
+        zk.stop()
+        zk.close()
+    except Exception:
+        log.exception("closing the ZooKeeper session failed")
+
+
+async def _quietly(awaitable) -> None:
+    try:
+        await awaitable
+    except Exception:
+        log.exception("error during shutdown")

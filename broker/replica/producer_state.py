@@ -1,0 +1,142 @@
+"""Idempotent-producer state of one partition: dedup by producer id, epoch and sequence.
+
+Only the 61-byte v2 batch headers are read (no record decoding). The leader checks a
+batch before appending (`check`) and both leader and followers record appended batches
+(`record`), so a new leader after failover still recognises retried batches. State is
+kept in memory only: after a restart an unknown producer is accepted at any sequence.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections import deque
+from dataclasses import dataclass, field
+
+from broker.errors import BrokerError, ErrorCode
+
+__all__ = ["BatchHeader", "ProducerStateTable", "batch_headers"]
+
+_HEADER = struct.Struct(">qiiBIhiqqqhii")
+HEADER_SIZE = _HEADER.size  # 61
+NO_PRODUCER_ID = -1
+_CACHED_BATCHES = 5  # Kafka keeps the metadata of the last 5 batches per producer
+
+
+@dataclass(frozen=True, slots=True)
+class BatchHeader:
+    base_offset: int
+    last_offset: int
+    producer_id: int
+    producer_epoch: int
+    base_sequence: int
+    last_sequence: int
+
+
+def batch_headers(records: bytes | memoryview) -> list[BatchHeader]:
+    """Headers of the v2 batches in a record set (stops at a truncated or non-v2 batch)."""
+    headers = []
+    pos, end = 0, len(records)
+    while pos + HEADER_SIZE <= end:
+        (
+            base_offset,
+            length,
+            _,
+            magic,
+            _,
+            _,
+            last_delta,
+            _,
+            _,
+            producer_id,
+            producer_epoch,
+            base_sequence,
+            _,
+        ) = _HEADER.unpack_from(records, pos)
+        if magic != 2 or length < HEADER_SIZE - 12 or pos + 12 + length > end:
+            break
+        last_sequence = -1 if base_sequence < 0 else (base_sequence + last_delta) & 0x7FFFFFFF
+        headers.append(
+            BatchHeader(
+                base_offset,
+                base_offset + last_delta,
+                producer_id,
+                producer_epoch,
+                base_sequence,
+                last_sequence,
+            )
+        )
+        pos += 12 + length
+    return headers
+
+
+@dataclass
+class _ProducerEntry:
+    epoch: int
+    batches: deque[BatchHeader] = field(default_factory=lambda: deque(maxlen=_CACHED_BATCHES))
+
+    @property
+    def last_sequence(self) -> int:
+        return self.batches[-1].last_sequence if self.batches else -1
+
+
+class ProducerStateTable:
+    """producer id -> epoch and the last few batches appended for it."""
+
+    def __init__(self) -> None:
+        self._producers: dict[int, _ProducerEntry] = {}
+
+    def check(self, header: BatchHeader) -> BatchHeader | None:
+        """Validate a batch about to be appended by the leader.
+
+        Returns the original batch (with its assigned offsets) if this is a duplicate,
+        None if it may be appended; raises BrokerError for a fenced epoch or a gap.
+        """
+        if header.producer_id == NO_PRODUCER_ID or header.base_sequence < 0:
+            return None
+        entry = self._producers.get(header.producer_id)
+        if entry is None:
+            return None
+        if header.producer_epoch < entry.epoch:
+            raise BrokerError(
+                ErrorCode.INVALID_PRODUCER_EPOCH,
+                f"epoch {header.producer_epoch} < current {entry.epoch}",
+            )
+        if header.producer_epoch > entry.epoch:
+            if header.base_sequence != 0:
+                raise BrokerError(
+                    ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER,
+                    f"new epoch {header.producer_epoch} must start at sequence 0",
+                )
+            return None
+        for cached in entry.batches:
+            if (
+                cached.base_sequence == header.base_sequence
+                and cached.last_sequence == header.last_sequence
+            ):
+                return cached
+        expected = (entry.last_sequence + 1) & 0x7FFFFFFF
+        if entry.batches and header.base_sequence != expected:
+            raise BrokerError(
+                ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER,
+                f"sequence {header.base_sequence}, expected {expected}",
+            )
+        return None
+
+    def record(self, header: BatchHeader) -> None:
+        """Remember an appended batch (offsets assigned)."""
+        if header.producer_id == NO_PRODUCER_ID or header.base_sequence < 0:
+            return
+        entry = self._producers.get(header.producer_id)
+        if entry is None or header.producer_epoch > entry.epoch:
+            entry = self._producers[header.producer_id] = _ProducerEntry(header.producer_epoch)
+        entry.batches.append(header)
+
+    def truncate_to(self, offset: int) -> None:
+        """Forget batches at or beyond `offset` (log truncation)."""
+        for producer_id in list(self._producers):
+            entry = self._producers[producer_id]
+            kept = [batch for batch in entry.batches if batch.last_offset < offset]
+            if not kept:
+                del self._producers[producer_id]
+            elif len(kept) != len(entry.batches):
+                entry.batches = deque(kept, maxlen=_CACHED_BATCHES)

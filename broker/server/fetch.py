@@ -1,0 +1,110 @@
+"""Fetch: consumers read up to the high watermark, followers (replica_id >= 0) up to the LEO.
+
+A follower's fetch offset is its log end offset: the leader records it (which may move
+the high watermark and expand the ISR) before reading. If fewer than `min_bytes` are
+available the request parks in the partitions' fetch purgatory until new data or a
+high-watermark change arrives or `max_wait_ms` passes. No fetch sessions: the response
+always carries session id 0, so clients send full requests.
+"""
+
+from __future__ import annotations
+
+from kafka.protocol.consumer import FetchResponse
+
+from broker.errors import BrokerError, ErrorCode
+from broker.replica.purgatory import wait_any
+
+__all__ = ["handle"]
+
+TopicResponse = FetchResponse.FetchableTopicResponse
+PartitionData = TopicResponse.PartitionData
+
+
+async def handle(context, request, version: int, header):
+    if request.session_id != 0 or request.session_epoch > 0:
+        return FetchResponse(
+            throttle_time_ms=0,
+            error_code=ErrorCode.FETCH_SESSION_ID_NOT_FOUND,
+            session_id=0,
+            responses=[],
+        )
+    replica_id = request.replica_id
+    wanted = []
+    for topic in request.topics:
+        for part in topic.partitions:
+            wanted.append((topic.topic, part))
+    if replica_id >= 0:
+        for name, part in wanted:
+            partition = context.replicas.partitions.get((name, part.partition))
+            if (
+                partition is not None
+                and partition.is_leader
+                and part.current_leader_epoch in (-1, partition.leader_epoch)
+            ):
+                partition.update_follower(replica_id, part.fetch_offset)
+    results, total = _read_all(context, wanted, replica_id, request.max_bytes)
+    if total < max(request.min_bytes, 1) and request.max_wait_ms > 0 and not _has_errors(results):
+        waiters = [
+            p.fetch_waiters
+            for name, part in wanted
+            if (p := context.replicas.partitions.get((name, part.partition))) is not None
+        ]
+        if waiters:
+            await wait_any(waiters, request.max_wait_ms / 1000)
+            results, total = _read_all(context, wanted, replica_id, request.max_bytes)
+    by_topic: dict[str, list] = {}
+    for name, data in results:
+        by_topic.setdefault(name, []).append(data)
+    return FetchResponse(
+        throttle_time_ms=0,
+        error_code=ErrorCode.NONE,
+        session_id=0,
+        responses=[TopicResponse(topic=name, partitions=parts) for name, parts in by_topic.items()],
+    )
+
+
+def _has_errors(results) -> bool:
+    return any(data.error_code != ErrorCode.NONE for _, data in results)
+
+
+def _read_all(context, wanted, replica_id: int, max_bytes: int):
+    results = []
+    total = 0
+    for name, part in wanted:
+        budget = min(part.partition_max_bytes, max(max_bytes - total, 0))
+        data = _read_one(
+            context, name, part, replica_id, budget if total else part.partition_max_bytes
+        )
+        if data.records:
+            total += len(data.records)
+        results.append((name, data))
+    return results, total
+
+
+def _read_one(context, name: str, part, replica_id: int, max_bytes: int):
+    try:
+        partition = context.replicas.leader_partition(
+            name, part.partition, part.current_leader_epoch
+        )
+        records = partition.read(part.fetch_offset, max_bytes, replica_id) if max_bytes > 0 else b""
+    except BrokerError as exc:
+        return PartitionData(
+            partition_index=part.partition,
+            error_code=exc.code,
+            high_watermark=-1,
+            last_stable_offset=-1,
+            log_start_offset=-1,
+            aborted_transactions=None,
+            preferred_read_replica=-1,
+            records=None,
+        )
+    return PartitionData(
+        partition_index=part.partition,
+        error_code=ErrorCode.NONE,
+        high_watermark=partition.high_watermark,
+        last_stable_offset=partition.high_watermark,
+        log_start_offset=partition.log.log_start_offset,
+        aborted_transactions=None,
+        preferred_read_replica=-1,
+        records=records,
+    )
