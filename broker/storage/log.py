@@ -90,7 +90,8 @@ class PartitionLog:
     def open(cls, directory: Path, config: LogConfig, recovery_point: int = 0) -> PartitionLog:
         """Open or create the log in `directory`. Segments from the one holding
         `recovery_point` on (and any whose index is missing or insane) are validated batch by
-        batch; the first invalid batch and everything after it are cut."""
+        batch; the first invalid batch and everything after it are cut, as are the segments
+        after a recovered one that does not end where the next begins (lost data)."""
         directory.mkdir(parents=True, exist_ok=True)
         bases: set[int] = set()
         for path in directory.iterdir():
@@ -121,7 +122,8 @@ class PartitionLog:
                 for _, header in segment.walk():
                     on_batch(header)
             segments.append(segment)
-            if cut:
+            if cut or (segment.recovered and following is not None
+                       and segment.next_offset != following):
                 for later in ordered[i + 1:]:
                     LogSegment.remove_files(directory, later)
                 break
