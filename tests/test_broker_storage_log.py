@@ -13,6 +13,7 @@ from broker.storage import (
     LogConfig,
     OffsetOutOfRangeError,
     PartitionLog,
+    StaleLeaderEpochError,
     UnexpectedAppendOffsetError,
     iter_batch_headers,
 )
@@ -349,3 +350,12 @@ def test_config_is_validated():
         LogConfig(index_interval_bytes=-1)
     with pytest.raises(ValueError):
         LogConfig(flush_messages=0)
+
+
+def test_a_stale_leader_epoch_is_refused(tmp_path):
+    log = open_log(tmp_path)
+    fill(log, 1, epoch=3)
+    log.assign_epoch_start_offset(5)
+    with pytest.raises(StaleLeaderEpochError):
+        log.append_as_leader(make_batch(values_of(1)), 4)
+    assert log.epoch_cache.entries() == [(3, 0), (5, 3)] and log.log_end_offset == 3

@@ -127,3 +127,13 @@ def test_checkpoint_round_trip_and_malformed_files(tmp_path):
         path.write_text(text)
         with pytest.raises(CheckpointError, match=where):
             read_offset_checkpoint(path)
+
+
+def test_illegal_topic_names_are_refused(tmp_path):
+    manager = LogManager([tmp_path / "d"], LogConfig())
+    for topic, partition in [("../escape", 0), ("a/b", 0), ("", 0), ("..", 0), ("t", -1),
+                             ("x" * 250, 0)]:
+        with pytest.raises(ValueError, match="illegal"):
+            manager.get_or_create(topic, partition)
+    assert list((tmp_path / "d").iterdir()) == [tmp_path / "d" / ".lock"]
+    manager.close()

@@ -6,6 +6,7 @@ from .errors import (
     InvalidRecordError,
     LogDirInUseError,
     OffsetOutOfRangeError,
+    StaleLeaderEpochError,
     StorageError,
     UnexpectedAppendOffsetError,
 )
@@ -24,6 +25,7 @@ __all__ = [
     "LogManager",
     "OffsetOutOfRangeError",
     "PartitionLog",
+    "StaleLeaderEpochError",
     "StorageError",
     "UnexpectedAppendOffsetError",
     "iter_batch_headers",

@@ -5,6 +5,7 @@
     ├── InvalidRecordError          well framed but not acceptable (magic != 2, bad counts)
     ├── OffsetOutOfRangeError       a read outside [log_start_offset, log_end_offset]
     ├── UnexpectedAppendOffsetError a follower batch does not start at the log end offset
+    ├── StaleLeaderEpochError       a leader append with an epoch older than the log's latest
     ├── CheckpointError             a checkpoint file is malformed (names the file and line)
     └── LogDirInUseError            another LogManager holds the lock of a log dir
 """
@@ -15,6 +16,7 @@ __all__ = [
     "InvalidRecordError",
     "LogDirInUseError",
     "OffsetOutOfRangeError",
+    "StaleLeaderEpochError",
     "StorageError",
     "UnexpectedAppendOffsetError",
 ]
@@ -38,6 +40,10 @@ class OffsetOutOfRangeError(StorageError):
 
 class UnexpectedAppendOffsetError(StorageError):
     """Follower batches whose offsets do not continue the log."""
+
+
+class StaleLeaderEpochError(StorageError):
+    """A leader append carrying an epoch below the latest one in the leader-epoch cache."""
 
 
 class CheckpointError(StorageError):

@@ -15,6 +15,7 @@ from .epoch_cache import LeaderEpochCache
 from .errors import (
     InvalidRecordError,
     OffsetOutOfRangeError,
+    StaleLeaderEpochError,
     UnexpectedAppendOffsetError,
 )
 from .records import (
@@ -166,7 +167,8 @@ class PartitionLog:
     def append_as_leader(self, records: bytes | bytearray | memoryview,
                          leader_epoch: int) -> AppendInfo:
         """Validate (framing, magic 2, CRC-32C, counts), assign offsets from the log end
-        offset, stamp `leader_epoch` into every batch, append."""
+        offset, stamp `leader_epoch` into every batch, append. An epoch below the latest
+        known one raises StaleLeaderEpochError (the cache would lose newer epochs)."""
         batches = scan(records, verify_crc=True, partial_tail_ok=False)
         if not batches:
             raise InvalidRecordError("a produce request needs at least one record batch")
@@ -174,6 +176,10 @@ class PartitionLog:
             check_leader_batch(pos, header)
         buf = bytearray(records)
         with self._lock:
+            latest = self.epoch_cache.latest_epoch
+            if latest is not None and 0 <= leader_epoch < latest:
+                raise StaleLeaderEpochError(
+                    f"append with leader epoch {leader_epoch}, the log has epoch {latest}")
             first = offset = self.log_end_offset
             entries = []
             count = 0

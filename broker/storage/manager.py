@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import fcntl
 import os
+import re
 import shutil
 import threading
 import uuid
@@ -24,6 +25,7 @@ REPLICATION_CHECKPOINT = "replication-offset-checkpoint"
 RECOVERY_POINT_CHECKPOINT = "recovery-point-offset-checkpoint"
 LOCK_FILE = ".lock"
 DELETE_SUFFIX = "-delete"
+LEGAL_TOPIC = re.compile(r"[a-zA-Z0-9._-]{1,249}")
 
 
 def parse_partition_dir(name: str) -> tuple[str, int] | None:
@@ -75,6 +77,10 @@ class LogManager:
         return self.logs.get((topic, partition))
 
     def get_or_create(self, topic: str, partition: int) -> PartitionLog:
+        """The partition's log, created empty if needed; ValueError for a topic name Kafka
+        would refuse (it becomes a directory name) or a negative partition."""
+        if not LEGAL_TOPIC.fullmatch(topic) or topic in (".", "..") or partition < 0:
+            raise ValueError(f"illegal topic-partition {topic!r} {partition}")
         with self._lock:
             key = (topic, partition)
             log = self.logs.get(key)
