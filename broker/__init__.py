@@ -1,1 +1,1 @@
-"""The system under test: a Kafka-protocol broker with a ZooKeeper controller and ISR replication."""
+"""The system under test: a Kafka-protocol broker, ZooKeeper controller and ISR replication."""

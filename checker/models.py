@@ -106,7 +106,7 @@ CAS_REGISTER = Model(
 # Appended values are unique and a get returns the whole string, so the order of concurrent
 # appends matters only once a get observes it. The state is therefore (observed, unordered):
 # the string as last fixed by a put or a get, and the appends applied since, as a set of
-# (value, call, return) whose order is still open. It stands for every string
+# (value, call, return, invoke index) whose order is still open. It stands for every string
 # observed + v1 + v2 + ... over the orders of the set that respect real time (an append that
 # returned before another was called comes first). A get matches if one such order spells
 # its output, and collapses the set into that string. This keeps one state where a concrete
@@ -128,7 +128,7 @@ def _kv_step(state: State, op: Operation) -> tuple[bool, State]:
         return True, (op.input[1], frozenset())
     if op.f == "append":
         returned = _NEVER if op.ret is None else op.ret
-        return True, (observed, unordered | {(op.input[1], op.call, returned)})
+        return True, (observed, unordered | {(op.input[1], op.call, returned, op.invoke_index)})
     raise ValueError(f"kv: unknown operation {op.f!r}")
 
 
@@ -137,10 +137,10 @@ def _spells(text: str, position: int, appends: frozenset) -> bool:
     if not appends:
         return position == len(text)
     for append in appends:
-        value, call, _ = append
+        value, call, _, _ = append
         if not text.startswith(value, position):
             continue
-        if any(ret < call for _, _, ret in appends):
+        if any(ret < call for _, _, ret, _ in appends):
             continue
         if _spells(text, position + len(value), appends - {append}):
             return True
@@ -151,7 +151,7 @@ def _describe_kv_state(state: State) -> str:
     observed, unordered = state
     if not unordered:
         return repr(observed)
-    return f"{observed!r} + some order of {sorted(v for v, _, _ in unordered)!r}"
+    return f"{observed!r} + some order of {sorted(v for v, _, _, _ in unordered)!r}"
 
 
 KV = Model(
@@ -166,7 +166,8 @@ KV = Model(
 
 # --- log: one Kafka partition per key ---------------------------------------------------------
 #
-# append [key, v] completes with [key, offset]: legal iff the offset is the log's length.
+# append [key, v] completes with [key, offset]: legal iff the offset is the log's length
+# (any offset when the outcome is unknown).
 # read [key, o] completes with [key, [v, ...]]: the values at offsets o, o+1, ... exactly as in
 # the log; a read may stop early (a fetch returns what fits), so any prefix of the suffix
 # from o is legal, the empty one included, but o must not lie beyond the end of the log.
@@ -174,7 +175,8 @@ KV = Model(
 
 def _log_step(state: State, op: Operation) -> tuple[bool, State]:
     if op.f == "append":
-        return op.output[1] == len(state), state + (_hashable(op.input[1]),)
+        offset_known = op.output is not None
+        return not offset_known or op.output[1] == len(state), state + (_hashable(op.input[1]),)
     if op.f == "read":
         start, records = op.input[1], op.output[1]
         if start > len(state) or start + len(records) > len(state):

@@ -15,3 +15,12 @@ def zookeeper(tmp_path_factory):
         yield zk
     finally:
         zk.stop()
+
+
+@pytest.fixture(scope="session")
+def spark():
+    """One local Spark session for the whole test session (it takes seconds to start)."""
+    from checker.spark import spark_session
+
+    with spark_session("local[2]", app_name="kchaos-tests") as session:
+        yield session

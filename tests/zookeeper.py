@@ -51,8 +51,9 @@ class ZooKeeperProcess:
         self.process.wait(timeout=10)
 
 
-def start_zookeeper(directory: Path, port: int | None = None, timeout: float = 30.0) -> ZooKeeperProcess:
-    """Start a standalone ZooKeeper with its data and log under `directory`; wait until it answers."""
+def start_zookeeper(directory: Path, port: int | None = None,
+                    timeout: float = 30.0) -> ZooKeeperProcess:
+    """Start a standalone ZooKeeper with data and log under `directory`; wait until it answers."""
     port = port or free_port()
     directory.mkdir(parents=True, exist_ok=True)
     (directory / "data").mkdir(exist_ok=True)
@@ -75,7 +76,8 @@ def start_zookeeper(directory: Path, port: int | None = None, timeout: float = 3
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if process.poll() is not None:
-            raise RuntimeError(f"ZooKeeper exited with {process.returncode}; see {directory}/zookeeper.log")
+            raise RuntimeError(
+                f"ZooKeeper exited with {process.returncode}; see {directory}/zookeeper.log")
         try:
             if four_letter_word(port) == b"imok":
                 return zookeeper
