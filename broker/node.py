@@ -106,13 +106,7 @@ class BrokerNode:
             raise StartupError(
                 f"cannot connect to ZooKeeper at {config.zookeeper_connect}: {exc!r}"
             ) from exc
-        existing = await loop.run_in_executor(None, zkpaths.read_brokers, self.zk)
-        if self.broker_id in existing:
-            other = existing[self.broker_id]
-            raise StartupError(
-                f"broker.id {self.broker_id} is already registered by a live broker at "
-                f"{other.host}:{other.port} (/brokers/ids/{self.broker_id}); refusing to start"
-            )
+        await self._check_broker_id_free()
         await loop.run_in_executor(None, zkpaths.ensure_paths, self.zk)
         cluster_id = await loop.run_in_executor(None, self._cluster_id)
 
@@ -192,6 +186,24 @@ class BrokerNode:
         self._registration = registration
         self.zk.add_listener(lambda state: loop.call_soon_threadsafe(self._zk_state, state))
         await self.controller.start()
+
+    async def _check_broker_id_free(self) -> None:
+        """Refuse a broker.id held by a live broker. A registration left by this broker's
+        previous (killed) incarnation disappears within the session timeout, so wait that
+        long before concluding that another broker holds the id."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.config.zookeeper_session_timeout_ms / 1000.0 + 1.0
+        while True:
+            existing = await loop.run_in_executor(None, zkpaths.read_brokers, self.zk)
+            other = existing.get(self.broker_id)
+            if other is None:
+                return
+            if loop.time() > deadline:
+                raise StartupError(
+                    f"broker.id {self.broker_id} is already registered by a live broker at "
+                    f"{other.host}:{other.port} (/brokers/ids/{self.broker_id}); "
+                    "refusing to start")
+            await asyncio.sleep(0.25)
 
     def _make_controller(self, loop):
         from broker.controller.config import ControllerConfig

@@ -11,12 +11,15 @@ from __future__ import annotations
 import json
 import os
 import signal
+import socket
+import struct
 import subprocess
 import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from kafka.protocol.metadata import MetadataRequest, MetadataResponse
 from kazoo.client import KazooClient
 
 from tests.zookeeper import free_port
@@ -105,6 +108,8 @@ class BrokerCluster:
             self.start_broker(broker.broker_id, wait=False)
         self.wait_until_registered(set(self.brokers), timeout)
         self.wait_for_controller(timeout)
+        for broker_id in self.brokers:
+            self.wait_for_metadata(broker_id, timeout)
 
     def write_config(self, broker: BrokerProcess) -> None:
         base = {
@@ -127,13 +132,51 @@ class BrokerCluster:
         if broker.alive:
             raise RuntimeError(f"broker {broker_id} is already running")
         self.write_config(broker)
+        previous = self.registration_owner(broker_id)
         out = open(broker.directory / "stdout.log", "ab")
         broker.process = subprocess.Popen(
             [sys.executable, "-m", "broker", "--config", str(broker.config_path)],
             cwd=REPO, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
         out.close()
         if wait:
-            self.wait_until_registered({broker_id}, timeout)
+            deadline = time.monotonic() + timeout
+            while self.registration_owner(broker_id) in (None, previous):
+                if not broker.alive:
+                    raise RuntimeError(f"broker {broker_id} exited: {self.tail(broker_id)}")
+                if time.monotonic() > deadline:
+                    raise TimeoutError(f"broker {broker_id} did not register again")
+                time.sleep(0.1)
+            self.wait_for_metadata(broker_id, max(deadline - time.monotonic(), 1.0))
+
+    def metadata(self, broker_id: int) -> tuple[int, set[int]]:
+        """(controller id, live broker ids) as broker `broker_id` answers a Metadata request."""
+        request = MetadataRequest[1](topics=[])
+        request.with_header(correlation_id=1, client_id="tests")
+        with socket.create_connection(("127.0.0.1", self.brokers[broker_id].port), 5) as sock:
+            sock.sendall(bytes(request.encode(header=True, framed=True)))
+            size = struct.unpack(">i", _recv_exactly(sock, 4))[0]
+            frame = _recv_exactly(sock, size)
+        response = MetadataResponse.decode(frame[4:], version=1)
+        return response.controller_id, {b.node_id for b in response.brokers}
+
+    def wait_for_metadata(self, broker_id: int, timeout: float = 30.0) -> None:
+        """Until the broker knows the controller and every live broker (UpdateMetadata)."""
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                controller_id, brokers = self.metadata(broker_id)
+                if controller_id >= 0 and brokers >= self.registered():
+                    return
+            except OSError:
+                pass
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"broker {broker_id} has no cluster metadata")
+            time.sleep(0.1)
+
+    def registration_owner(self, broker_id: int) -> int | None:
+        """The ZooKeeper session owning /brokers/ids/<id>, None if not registered."""
+        stat = self.zk.exists(f"/brokers/ids/{broker_id}")
+        return None if stat is None else stat.ephemeralOwner
 
     def kill(self, broker_id: int, sig: int = signal.SIGKILL) -> None:
         broker = self.brokers[broker_id]
@@ -240,3 +283,13 @@ class BrokerCluster:
             if path.exists():
                 text += f"--- {path}\n" + "\n".join(path.read_text().splitlines()[-lines:]) + "\n"
         return text
+
+
+def _recv_exactly(sock: socket.socket, n: int) -> bytes:
+    data = b""
+    while len(data) < n:
+        chunk = sock.recv(n - len(data))
+        if not chunk:
+            raise ConnectionError("connection closed")
+        data += chunk
+    return data
