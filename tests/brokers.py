@@ -223,8 +223,8 @@ class BrokerCluster:
             for broker_id in ids:
                 broker = self.brokers[broker_id]
                 if broker.process is not None and broker.process.poll() is not None:
-                    raise RuntimeError(f"broker {broker_id} exited with {broker.process.returncode}:"
-                                       f" {self.tail(broker_id)}")
+                    raise RuntimeError(f"broker {broker_id} exited with "
+                                       f"{broker.process.returncode}: {self.tail(broker_id)}")
             if time.monotonic() > deadline:
                 raise TimeoutError(f"brokers {ids - self.registered()} did not register")
             time.sleep(0.1)

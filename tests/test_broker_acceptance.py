@@ -234,7 +234,7 @@ def test_leader_kill_during_acks_all_then_restart_recovers(zookeeper, tmp_path):
             handle.seek(size)
             assert garbage not in handle.read(), "torn tail not cut"
         log_text = (cluster.brokers[old_leader].log_dir / "server.log").read_text()
-        assert "broker %d started" % old_leader in log_text
+        assert f"broker {old_leader} started" in log_text
 
 
 # -- unclean leader election --------------------------------------------------------------
