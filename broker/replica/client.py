@@ -56,8 +56,8 @@ class BrokerConnection:
             self.close()
             raise ConnectionError(f"correlation id {correlation_id} != {self._correlation_id}")
         pos = 4
-        if response_type.flexible_version_q(version):
-            pos += 1  # empty tagged fields of response header v1
+        if response_type.flexible_version_q(version) and response_type.API_KEY != 18:
+            pos += 1  # empty tagged fields of response header v1 (never for ApiVersions)
         return response_type.decode(memoryview(frame)[pos:], version=version)
 
     def close(self) -> None:
