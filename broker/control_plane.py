@@ -29,7 +29,6 @@ STALE_CONTROLLER_EPOCH (11) before the handler sees it (seeds/000 "controller_ep
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import struct
 from collections.abc import Awaitable, Callable
@@ -569,5 +568,4 @@ class ControllerChannel:
         self._links.clear()
         for link in links:
             link.task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await asyncio.gather(*(link.task for link in links), return_exceptions=True)
+        await asyncio.gather(*(link.task for link in links), return_exceptions=True)

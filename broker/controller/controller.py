@@ -17,7 +17,9 @@ import logging
 from pathlib import Path
 
 from kazoo.client import KazooClient, KazooState
+from kazoo.exceptions import ConnectionClosedError, NoNodeError, SessionExpiredError
 from kazoo.recipe.watchers import ChildrenWatch, DataWatch
+from kazoo.retry import RetryFailedError
 
 from broker import zk as zkl
 from broker.control_plane import NONE, BrokerEndpoint, ControllerChannel
@@ -89,15 +91,15 @@ class Controller:
     async def stop(self) -> None:
         self._stopped = True
         self.zk.remove_listener(self._on_session_state)
+        was_active = self.is_active
         await self.events.close()
-        if self.is_active:
-            await self._resign()
-            if self.zk.connected:
-                try:
-                    if await self._zk(zkl.read_controller) == self.broker_id:
-                        await self._zk(lambda zk: zk.delete(zkl.CONTROLLER))
-                except Exception:
-                    log.exception("could not delete /controller")
+        await self._resign()
+        if was_active and self.zk.connected:
+            try:
+                if await self._zk(zkl.read_controller) == self.broker_id:
+                    await self._zk(_delete_if_exists, zkl.CONTROLLER)
+            except Exception:
+                log.exception("could not delete /controller")
         self.event_log.close()
 
     async def controlled_shutdown(self, broker_id: int,
@@ -131,8 +133,7 @@ class Controller:
                 case Reelect():
                     await self._reelect()
                 case Expire():
-                    if self.is_active:
-                        await self._resign()
+                    await self._resign()
                 case _ if not self.is_active:
                     event.preempt()
                 case BrokerChange():
@@ -156,6 +157,10 @@ class Controller:
                         answer.set_result(result)
             if self.is_active:
                 self.batch.send()
+        except (ConnectionClosedError, SessionExpiredError, RetryFailedError) as exc:
+            log.warning("controller %d: ZooKeeper unavailable while processing %s: %r",
+                        self.broker_id, event.name, exc)
+            event.preempt()
         except zkl.ControllerMovedError:
             log.warning("controller %d: epoch znode moved, another controller was elected",
                         self.broker_id)
@@ -188,6 +193,11 @@ class Controller:
 
     async def _elect(self) -> None:
         active = await self._zk(zkl.read_controller)
+        if active == self.broker_id and not self.is_active:
+            log.warning("/controller names broker %d, which is not acting: deleting it",
+                        self.broker_id)
+            await self._zk(_delete_if_exists, zkl.CONTROLLER)
+            active = None
         if active is not None:
             self.active_controller_id = active
             return
@@ -247,17 +257,20 @@ class Controller:
             self._rebalance_task = self.loop.create_task(self._rebalance_timer())
 
     async def _resign(self) -> None:
+        """Stop acting as controller (idempotent): watches lapse, timers and links close."""
+        was_active = self.is_active
         self._generation += 1
         self.is_active = False
         if self._rebalance_task is not None:
             self._rebalance_task.cancel()
             self._rebalance_task = None
-        if self.channel is not None:
-            await self.channel.close()
-            self.channel = None
         self.ctx.reset()
-        self.event_log.write("resign", self.epoch)
-        log.info("broker %d resigned as controller (epoch %d)", self.broker_id, self.epoch)
+        if was_active:
+            self.event_log.write("resign", self.epoch)
+            log.info("broker %d resigned as controller (epoch %d)", self.broker_id, self.epoch)
+        channel, self.channel = self.channel, None
+        if channel is not None:
+            await channel.close()
 
     async def _rebalance_timer(self) -> None:
         while True:
@@ -404,3 +417,10 @@ class Controller:
         remaining = [tp for tp in ctx.partitions_led_by({broker_id})
                      if len(ctx.assignments[tp]) > 1]
         return NONE, remaining
+
+
+def _delete_if_exists(zk: KazooClient, path: str) -> None:
+    try:
+        zk.delete(path)
+    except NoNodeError:
+        pass

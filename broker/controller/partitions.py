@@ -10,6 +10,8 @@ import functools
 import logging
 from collections.abc import Awaitable, Callable, Iterable
 
+from kazoo.retry import KazooRetry
+
 from broker import zk as zkl
 from broker.controller.context import ControllerContext, TopicPartition
 from broker.controller.election import (
@@ -196,9 +198,13 @@ class PartitionOps:
 
 
 def bind_zk(zk, run_in_executor: Callable) -> ZkCall:
-    """An async caller of the synchronous zk functions through the loop's executor."""
+    """An async caller of the synchronous zk functions through the loop's executor; a lost
+    connection is retried (up to 30 s) while the session lives, as Kafka's ZooKeeper client
+    does; an expired session or a closed client raises."""
+    retry = KazooRetry(max_tries=-1, delay=0.1, max_delay=2.0, deadline=30.0,
+                       ignore_expire=False)
 
     async def call(fn, *args):
-        return await run_in_executor(None, functools.partial(fn, zk, *args))
+        return await run_in_executor(None, functools.partial(retry.copy(), fn, zk, *args))
 
     return call
