@@ -25,6 +25,7 @@ from broker.storage.errors import (
     CorruptRecordError,
     InvalidRecordError,
     OffsetOutOfRangeError,
+    StaleLeaderEpochError,
     StorageError,
 )
 
@@ -194,6 +195,8 @@ class Partition:
             raise BrokerError(ErrorCode.CORRUPT_MESSAGE, str(exc)) from exc
         except InvalidRecordError as exc:
             raise BrokerError(ErrorCode.INVALID_RECORD, str(exc)) from exc
+        except StaleLeaderEpochError as exc:
+            raise BrokerError(ErrorCode.NOT_LEADER_OR_FOLLOWER, str(exc)) from exc
         except StorageError as exc:
             raise BrokerError(ErrorCode.KAFKA_STORAGE_ERROR, str(exc)) from exc
         self._record_producers(headers, info.first_offset)
