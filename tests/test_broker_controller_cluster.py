@@ -381,3 +381,30 @@ def test_auto_rebalance_and_zombie_controller_is_fenced(zookeeper, tmp_path):
                            what="re-election after /controller deleted")
 
     run(scenario())
+
+
+def test_added_partitions_and_topic_deletion(zookeeper, tmp_path):
+    async def scenario():
+        async with cluster(zookeeper, tmp_path) as (admin, brokers):
+            controller = active(brokers)
+            a, b = [x for x in brokers if x is not controller]
+            zkl.create_topic(admin, "grow", {0: [a.broker_id, b.broker_id]}, None)
+            await wait_state(admin, "grow", 0, lambda s: s.leader == a.broker_id, "leader")
+            admin.set(f"{zkl.BROKER_TOPICS}/grow", json.dumps({
+                "version": 2, "partitions": {"0": [a.broker_id, b.broker_id],
+                                             "1": [b.broker_id, a.broker_id]}}).encode())
+            s = await wait_state(admin, "grow", 1, lambda s: True, "added partition online")
+            assert s == zkl.LeaderIsr(b.broker_id, 0, (b.broker_id, a.broker_id), 1)
+            await wait_for(lambda: any(i.is_new for i in a.recorder.states("grow", 1)),
+                           what="LeaderAndIsr for the added partition")
+            admin.create(f"{zkl.DELETE_TOPICS}/grow")
+            await wait_for(lambda: not admin.exists(f"{zkl.BROKER_TOPICS}/grow"),
+                           what="topic znodes deleted")
+            await wait_for(lambda: any(r.delete_partitions and ("grow", 1) in r.partitions
+                                       for r in a.recorder.stops()),
+                           what="StopReplica(delete) for the deleted topic")
+            assert not admin.exists(f"{zkl.DELETE_TOPICS}/grow")
+            assert "delete-topic" in [x["event"] for x in controller.log_lines()]
+            assert ("grow", 0) not in controller.controller.ctx.assignments
+
+    run(scenario())

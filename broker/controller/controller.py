@@ -36,6 +36,7 @@ from broker.controller.events import (
     ControllerEvent,
     Expire,
     IsrChangeNotification,
+    PartitionModifications,
     PartitionReassignment,
     PreferredReplicaElection,
     Reelect,
@@ -128,7 +129,7 @@ class Controller:
             match event:
                 case Startup():
                     await self._zk(zkl.ensure_paths)
-                    await self._watch(DataWatch, zkl.CONTROLLER, Reelect, persistent=True)
+                    await self._watch(DataWatch, zkl.CONTROLLER, Reelect(), persistent=True)
                     await self._elect()
                 case Reelect():
                     await self._reelect()
@@ -140,6 +141,8 @@ class Controller:
                     await self._on_broker_change()
                 case TopicChange():
                     await self._on_topic_change()
+                case PartitionModifications(topic):
+                    await self._on_partition_modifications(topic)
                 case TopicDeletion():
                     await self.admin.delete_topics()
                 case IsrChangeNotification():
@@ -168,15 +171,16 @@ class Controller:
             event.preempt()
             self.events.put(Reelect())
 
-    async def _watch(self, kind, path: str, event_cls, persistent: bool = False) -> None:
-        """A kazoo watch that enqueues `event_cls()`; it stops at the next resignation unless
+    async def _watch(self, kind, path: str, event: ControllerEvent,
+                     persistent: bool = False) -> None:
+        """A kazoo watch that enqueues `event`; it stops at the next resignation unless
         `persistent` (the /controller watch lives as long as the controller object)."""
         generation = self._generation
 
         def fire(*_args) -> bool | None:
             if self._stopped or (not persistent and generation != self._generation):
                 return False
-            self.events.put_threadsafe(event_cls())
+            self.events.put_threadsafe(event)
             return None
 
         await self.loop.run_in_executor(None, lambda: kind(self.zk, path, fire))
@@ -222,14 +226,14 @@ class Controller:
                                 self.config.unclean_leader_election_enable)
         self.admin = AdminOps(ctx, self._zk, self.batch, self.ops, self.event_log, self.config)
         self.event_log.write("become-controller", self.epoch)
-        for kind, path, event_cls in (
-                (ChildrenWatch, zkl.BROKER_IDS, BrokerChange),
-                (ChildrenWatch, zkl.BROKER_TOPICS, TopicChange),
-                (ChildrenWatch, zkl.DELETE_TOPICS, TopicDeletion),
-                (ChildrenWatch, zkl.ISR_CHANGE_NOTIFICATION, IsrChangeNotification),
-                (DataWatch, zkl.REASSIGN_PARTITIONS, PartitionReassignment),
-                (DataWatch, zkl.PREFERRED_REPLICA_ELECTION, PreferredReplicaElection)):
-            await self._watch(kind, path, event_cls)
+        for kind, path, event in (
+                (ChildrenWatch, zkl.BROKER_IDS, BrokerChange()),
+                (ChildrenWatch, zkl.BROKER_TOPICS, TopicChange()),
+                (ChildrenWatch, zkl.DELETE_TOPICS, TopicDeletion()),
+                (ChildrenWatch, zkl.ISR_CHANGE_NOTIFICATION, IsrChangeNotification()),
+                (DataWatch, zkl.REASSIGN_PARTITIONS, PartitionReassignment()),
+                (DataWatch, zkl.PREFERRED_REPLICA_ELECTION, PreferredReplicaElection())):
+            await self._watch(kind, path, event)
         for reg, broker_epoch in (await self._zk(zkl.read_broker_epochs)).values():
             self._add_broker(reg, broker_epoch)
         for topic in await self._zk(zkl.read_topics):
@@ -292,7 +296,15 @@ class Controller:
         self.channel.remove_broker(broker_id)
 
     async def _load_topic(self, topic: str) -> list[TopicPartition]:
+        """Read a topic's assignment and partition states; watch it for added partitions."""
         assignment = await self._zk(zkl.read_topic_assignment, topic) or {}
+        tps = await self._load_partitions(topic, assignment)
+        await self._watch(DataWatch, f"{zkl.BROKER_TOPICS}/{topic}",
+                          PartitionModifications(topic))
+        return tps
+
+    async def _load_partitions(self, topic: str,
+                               assignment: dict[int, list[int]]) -> list[TopicPartition]:
         tps = []
         for partition, replicas in sorted(assignment.items()):
             tp = (topic, partition)
@@ -300,6 +312,18 @@ class Controller:
             await self.ops.refresh(tp)
             tps.append(tp)
         return tps
+
+    async def _create_partitions(self, tps: list[TopicPartition]) -> None:
+        """Kafka's onNewPartitionCreation: New, then online with the first live replica."""
+        ctx = self.ctx
+        fresh = [tp for tp in tps if tp not in ctx.leadership]
+        for tp in tps:
+            if tp in ctx.leadership:
+                ctx.partition_states.set(tp, PartitionState.ONLINE)
+        ctx.partition_states.transition(fresh, PartitionState.NEW)
+        ctx.replica_states.transition(
+            [(*tp, r) for tp in fresh for r in ctx.assignments[tp]], ReplicaState.NEW)
+        await self.ops.initialize(fresh)
 
     async def _trigger_online(self) -> None:
         """Kafka's triggerOnlinePartitionStateChange: New and Offline partitions go online."""
@@ -367,15 +391,20 @@ class Controller:
         for topic in ctx.topics - topics:
             ctx.remove_topic(topic)
         for topic in sorted(topics - ctx.topics):
-            tps = await self._load_topic(topic)
-            fresh = [tp for tp in tps if tp not in ctx.leadership]
-            for tp in tps:
-                if tp in ctx.leadership:
-                    ctx.partition_states.set(tp, PartitionState.ONLINE)
-            ctx.partition_states.transition(fresh, PartitionState.NEW)
-            ctx.replica_states.transition(
-                [(*tp, r) for tp in fresh for r in ctx.assignments[tp]], ReplicaState.NEW)
-            await self.ops.initialize(fresh)
+            await self._create_partitions(await self._load_topic(topic))
+
+    async def _on_partition_modifications(self, topic: str) -> None:
+        """Partitions added to an existing topic (changes to existing ones are reassignments,
+        which go through /admin/reassign_partitions)."""
+        ctx = self.ctx
+        if topic not in ctx.topics or topic in ctx.topics_being_deleted:
+            return
+        assignment = await self._zk(zkl.read_topic_assignment, topic) or {}
+        added = {p: r for p, r in assignment.items() if (topic, p) not in ctx.assignments}
+        if added:
+            self.event_log.write("add-partitions", ctx.epoch, topic=topic,
+                                 partitions=sorted(added))
+            await self._create_partitions(await self._load_partitions(topic, added))
 
     async def _on_isr_change(self) -> None:
         ctx = self.ctx

@@ -14,7 +14,8 @@ from broker.control_plane import NOT_CONTROLLER
 
 __all__ = [
     "ControllerEvent", "Startup", "Reelect", "Expire", "BrokerChange", "TopicChange",
-    "TopicDeletion", "IsrChangeNotification", "PartitionReassignment",
+    "PartitionModifications", "TopicDeletion",
+    "IsrChangeNotification", "PartitionReassignment",
     "PreferredReplicaElection", "AutoPreferredReplicaLeaderElection", "ControlledShutdown",
 ]
 
@@ -53,6 +54,13 @@ class BrokerChange(ControllerEvent):
 @dataclass(frozen=True)
 class TopicChange(ControllerEvent):
     """Children of /brokers/topics changed."""
+
+
+@dataclass(frozen=True)
+class PartitionModifications(ControllerEvent):
+    """/brokers/topics/<topic> changed (partitions may have been added)."""
+
+    topic: str
 
 
 @dataclass(frozen=True)
