@@ -89,10 +89,11 @@ class PartitionLog:
 
     @classmethod
     def open(cls, directory: Path, config: LogConfig, recovery_point: int = 0) -> PartitionLog:
-        """Open or create the log in `directory`. Segments from the one holding
-        `recovery_point` on (and any whose index is missing or insane) are validated batch by
-        batch; the first invalid batch and everything after it are cut, as are the segments
-        after a recovered one that does not end where the next begins (lost data)."""
+        """Open or create the log in `directory`. Segments holding offsets at or beyond
+        `recovery_point` (and any whose index is missing or insane, or whose tail is torn)
+        are validated batch by batch; the first invalid batch and everything after it are
+        cut, as are the segments after a recovered one that does not end where the next
+        begins (lost data)."""
         directory.mkdir(parents=True, exist_ok=True)
         bases: set[int] = set()
         for path in directory.iterdir():
@@ -116,9 +117,14 @@ class PartitionLog:
         ordered = sorted(bases)
         for i, base in enumerate(ordered):
             following = ordered[i + 1] if i + 1 < len(ordered) else None
-            recover = following is None or following > recovery_point
+            recover = following is not None and following > recovery_point
             segment, cut = LogSegment.open(directory, base, config.index_interval_bytes,
                                            recover, on_batch)
+            if (following is None and not segment.recovered
+                    and segment.next_offset > recovery_point):
+                segment.close()  # the active segment holds unflushed batches
+                segment, cut = LogSegment.open(directory, base, config.index_interval_bytes,
+                                               True, on_batch)
             if not segment.recovered and not cache_usable:
                 for _, header in segment.walk():
                     on_batch(header)

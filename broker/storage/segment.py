@@ -141,16 +141,18 @@ class LogSegment:
         return cut
 
     def walk(self, position: int = 0) -> Iterator[tuple[int, tuple]]:
-        """(position, header) of each whole batch from `position` on, headers only (no CRC).
-        Stops early at anything that is not a batch; `end_of_walk` tells where it stopped."""
+        """(position, header) of each whole batch from `position` on, headers only (no CRC):
+        reads in chunks, or header by header once batches are large. Stops early at anything
+        that is not a batch; `end_of_walk` tells where it stopped."""
         end = self.size
         buf = b""
         buf_start = position
+        chunk = SCAN_CHUNK
         self.end_of_walk = position
         while position + HEADER_SIZE <= end:
             off = position - buf_start
             if off + HEADER_SIZE > len(buf):
-                buf = os.pread(self._fd, min(SCAN_CHUNK, end - position), position)
+                buf = os.pread(self._fd, min(chunk, end - position), position)
                 buf_start, off = position, 0
                 if len(buf) < HEADER_SIZE:
                     return
@@ -159,6 +161,7 @@ class LogSegment:
             if header[H_MAGIC] != 2 or header[H_LENGTH] < MIN_BATCH_LENGTH or stop > end:
                 return
             yield position, header
+            chunk = HEADER_SIZE if stop - position > SCAN_CHUNK // 16 else SCAN_CHUNK
             position = stop
             self.end_of_walk = position
 
