@@ -212,7 +212,15 @@ class Controller:
         self.epoch, epoch_version = won
         self.active_controller_id = self.broker_id
         log.info("broker %d is the controller, epoch %d", self.broker_id, self.epoch)
-        await self._on_failover(epoch_version)
+        try:
+            await self._on_failover(epoch_version)
+        except zkl.ControllerMovedError:
+            raise
+        except Exception:
+            log.exception("controller %d: failover failed; resigning so another broker can "
+                          "take over", self.broker_id)
+            await self._resign()
+            await self._zk(_delete_if_exists, zkl.CONTROLLER)
 
     async def _on_failover(self, epoch_version: int) -> None:
         self._generation += 1

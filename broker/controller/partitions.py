@@ -28,7 +28,7 @@ from broker.controller.requests import RequestBatch
 from broker.controller.state_machines import PartitionState, ReplicaState
 from broker.zk import LeaderIsr
 
-__all__ = ["PartitionOps", "ZkCall"]
+__all__ = ["PartitionOps", "ZkCall", "bind_zk"]
 
 log = logging.getLogger(__name__)
 

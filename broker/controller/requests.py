@@ -32,6 +32,9 @@ class RequestBatch:
         self.controller_id = controller_id
         self.ctx = context
         self.channel = channel
+        self._clear()
+
+    def _clear(self) -> None:
         self._leader_and_isr: dict[int, dict[TopicPartition, bool]] = defaultdict(dict)
         self._metadata_brokers: set[int] = set()
         self._metadata_partitions: set[TopicPartition] = set()
@@ -96,7 +99,7 @@ class RequestBatch:
             self._enqueue(broker_id, StopReplicaRequest(
                 self.controller_id, ctx.epoch, ctx.broker_epochs.get(broker_id, -1), delete,
                 tuple(sorted(partitions))))
-        self.__init__(self.controller_id, self.ctx, self.channel)
+        self._clear()
 
     def _enqueue(self, broker_id: int, request) -> None:
         future = self.channel.enqueue(broker_id, request)
