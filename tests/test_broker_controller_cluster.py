@@ -170,6 +170,7 @@ def test_election_failover_and_stale_epoch(zookeeper, tmp_path):
             elapsed = time.monotonic() - started
             second = active(others)
             assert second.controller.epoch == 2 and elapsed < SESSION_TIMEOUT + 2
+            print(f"controller takeover after session close: {elapsed * 1000:.0f} ms")
             assert zkl.read_controller_epoch(admin)[0] == 2
             assert any(line["event"] == "resign" for line in first.log_lines())
             assert [line["controller_epoch"] for line in second.log_lines()
@@ -227,8 +228,11 @@ def test_broker_failure_moves_leadership_to_isr_member(zookeeper, tmp_path):
             zkl.create_topic(admin, "t", {0: [a.broker_id, b.broker_id, c.broker_id],
                                           1: [b.broker_id, a.broker_id, c.broker_id]}, None)
             await wait_state(admin, "t", 0, lambda s: s.leader == a.broker_id, "initial leader")
+            started = time.monotonic()
             await a.crash()
             s = await wait_state(admin, "t", 0, lambda s: s.leader != a.broker_id, "new leader")
+            print(f"new leader written {1000 * (time.monotonic() - started):.0f} ms after "
+                  "the old leader's session closed")
             assert s == zkl.LeaderIsr(b.broker_id, 1, (b.broker_id, c.broker_id), 1)
             s1 = await wait_state(admin, "t", 1, lambda s: a.broker_id not in s.isr, "ISR shrink")
             assert (s1.leader, s1.isr) == (b.broker_id, (b.broker_id, c.broker_id))
