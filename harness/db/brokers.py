@@ -1,0 +1,268 @@
+"""The brokers under test: one `python -m broker` per node, configured by server.properties.
+
+Node `n<i>` runs broker.id i from `<root>/<node>/broker/` (server.properties, data/,
+broker.log). Readiness is what a client needs: every running broker registered in
+/brokers/ids, a controller in /controller, and every broker answering Metadata with that
+controller and all registered brokers (it has received UpdateMetadata).
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import socket
+import struct
+import sys
+import time
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+from kafka.protocol.metadata import MetadataRequest, MetadataResponse
+from kazoo.client import KazooClient
+
+from harness.control import Process, Remote
+from harness.db.files import put_text
+
+__all__ = ["BrokerSet", "metadata", "parse_overrides", "server_properties"]
+
+CLIENT_PORT = 9092
+CONTROL_PORT = 9093
+ZK_CALL_TIMEOUT = 3.0
+
+
+def server_properties(broker_id: int, address: str, zookeeper_connect: str, log_dir: str,
+                      cluster_size: int, overrides: Mapping[str, str] | None = None) -> str:
+    """The broker's server.properties: our defaults for a chaos test, then `overrides`."""
+    replication = str(min(3, cluster_size))
+    properties = {
+        "broker.id": str(broker_id),
+        "listeners": f"PLAINTEXT://{address}:{CLIENT_PORT},CONTROLLER://{address}:{CONTROL_PORT}",
+        "zookeeper.connect": zookeeper_connect,
+        "zookeeper.session.timeout.ms": "6000",
+        "log.dirs": log_dir,
+        "num.partitions": "1",
+        "default.replication.factor": replication,
+        "offsets.topic.replication.factor": replication,
+        "replica.lag.time.max.ms": "10000",
+        "unclean.leader.election.enable": "false",
+        "auto.leader.rebalance.enable": "false",
+    }
+    properties.update(overrides or {})
+    return "".join(f"{key}={value}\n" for key, value in properties.items())
+
+
+def parse_overrides(items: Iterable[str]) -> dict[str, str]:
+    """`["key=value", ...]` from the command line; raises ValueError on a malformed item."""
+    overrides = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise ValueError(f"expected KEY=VALUE, got {item!r}")
+        overrides[key.strip()] = value.strip()
+    return overrides
+
+
+def metadata(address: str, port: int = CLIENT_PORT, timeout: float = 2.0
+             ) -> tuple[int, set[int]]:
+    """(controller id, broker ids) as the broker at `address` answers Metadata v1."""
+    request = MetadataRequest[1](topics=[])
+    request.with_header(correlation_id=1, client_id="kchaos-health")
+    with socket.create_connection((address, port), timeout) as sock:
+        sock.sendall(bytes(request.encode(header=True, framed=True)))
+        size = struct.unpack(">i", _receive(sock, 4))[0]
+        frame = _receive(sock, size)
+    response = MetadataResponse.decode(frame[4:], version=1)
+    return response.controller_id, {broker.node_id for broker in response.brokers}
+
+
+@dataclass
+class BrokerSet:
+    """The brokers on `nodes` (broker.id = position + 1) and a ZooKeeper view to watch them."""
+
+    remote: Remote
+    nodes: tuple[str, ...]
+    root: str
+    zookeeper_connect: str
+    overrides: dict[str, str] = field(default_factory=dict)
+    python: str = sys.executable
+    processes: dict[str, Process] = field(default_factory=dict)
+    _zk: KazooClient | None = field(default=None, repr=False)
+
+    # -- naming -------------------------------------------------------------------------
+
+    def broker_id(self, node: str) -> int:
+        return self.nodes.index(node) + 1
+
+    def broker_node(self, broker_id: int) -> str:
+        return self.nodes[broker_id - 1]
+
+    def directory(self, node: str) -> str:
+        return f"{self.root}/{node}/broker"
+
+    def data_dir(self, node: str) -> str:
+        return f"{self.directory(node)}/data"
+
+    @property
+    def bootstrap(self) -> str:
+        return ",".join(f"{self.remote.address(n)}:{CLIENT_PORT}" for n in self.nodes)
+
+    @property
+    def session_timeout(self) -> float:
+        return int(self.overrides.get("zookeeper.session.timeout.ms", 6000)) / 1000.0
+
+    def log_files(self, node: str) -> list[str]:
+        return [f"{self.directory(node)}/broker.log", f"{self.data_dir(node)}/server.log",
+                f"{self.data_dir(node)}/controller-events.jsonl",
+                f"{self.directory(node)}/server.properties"]
+
+    # -- processes ----------------------------------------------------------------------
+
+    def start(self, nodes: Iterable[str] | None = None) -> list[str]:
+        """Write the configuration and start the brokers that are not running; returns them.
+        A broker restarted after kill -9 itself waits for its old registration to expire."""
+        started = [n for n in (nodes or self.nodes) if not self.running(n)]
+        for node in started:
+            put_text(self.remote, node, f"{self.directory(node)}/server.properties",
+                     server_properties(self.broker_id(node), self.remote.address(node),
+                                       self.zookeeper_connect, self.data_dir(node),
+                                       len(self.nodes), self.overrides))
+        for node in started:
+            directory = self.directory(node)
+            self.processes[node] = self.remote.spawn(
+                node, [self.python, "-m", "broker", "--config", f"{directory}/server.properties"],
+                f"{directory}/broker.log", cwd=directory)
+        return started
+
+    def running(self, node: str) -> bool:
+        process = self.processes.get(node)
+        return process is not None and self.remote.running(node, process.pid)
+
+    def pid(self, node: str) -> int | None:
+        process = self.processes.get(node)
+        return process.pid if process else None
+
+    def kill(self, node: str) -> bool:
+        return self._signal(node, signal.SIGKILL)
+
+    def pause(self, node: str) -> bool:
+        return self._signal(node, signal.SIGSTOP)
+
+    def resume(self, node: str) -> bool:
+        return self._signal(node, signal.SIGCONT)
+
+    def stop(self, node: str, timeout: float = 60.0) -> bool:
+        """Graceful stop (SIGTERM: controlled shutdown); SIGKILL after `timeout`."""
+        if not self._signal(node, signal.SIGCONT) or not self._signal(node, signal.SIGTERM):
+            return False
+        deadline = time.monotonic() + timeout
+        while self.running(node):
+            if time.monotonic() > deadline:
+                self.kill(node)
+                break
+            time.sleep(0.05)
+        return True
+
+    def wipe(self, node: str) -> None:
+        """Delete the broker's data (it must not run)."""
+        self.remote.exec(node, ["rm", "-rf", self.data_dir(node)])
+
+    def _signal(self, node: str, sig: int) -> bool:
+        process = self.processes.get(node)
+        return process is not None and self.remote.signal(node, process.pid, sig)
+
+    # -- ZooKeeper view -----------------------------------------------------------------
+
+    @property
+    def zk(self) -> KazooClient:
+        if self._zk is None:
+            client = KazooClient(hosts=self.zookeeper_connect, timeout=10.0,
+                                 connection_retry={"max_tries": -1, "max_delay": 0.5})
+            client.start(timeout=15)
+            self._zk = client
+        return self._zk
+
+    def close(self) -> None:
+        if self._zk is not None:
+            client, self._zk = self._zk, None
+            try:
+                client.stop()
+                client.close()
+            except Exception:  # kazoo may raise anything while its servers are gone
+                pass
+
+    def registered(self) -> set[int]:
+        """Broker ids registered in /brokers/ids (empty when ZooKeeper does not answer)."""
+        try:
+            children = self.zk.get_children_async("/brokers/ids").get(timeout=ZK_CALL_TIMEOUT)
+        except Exception:  # no such znode, or ZooKeeper unreachable
+            return set()
+        return {int(child) for child in children}
+
+    def registration_owner(self, broker_id: int) -> int | None:
+        """The ZooKeeper session holding /brokers/ids/<id>, None if there is none."""
+        stat = self.zk.exists_async(f"/brokers/ids/{broker_id}").get(timeout=ZK_CALL_TIMEOUT)
+        return None if stat is None else stat.ephemeralOwner
+
+    def controller(self) -> tuple[int, int] | None:
+        """(controller broker id, controller epoch), None when there is no controller."""
+        try:
+            data, _ = self.zk.get_async("/controller").get(timeout=ZK_CALL_TIMEOUT)
+            epoch, _ = self.zk.get_async("/controller_epoch").get(timeout=ZK_CALL_TIMEOUT)
+            return int(json.loads(data)["brokerid"]), int(epoch)
+        except Exception:
+            return None
+
+    def healthy(self, nodes: Sequence[str] | None = None) -> str | None:
+        """None when healthy, else what is missing."""
+        nodes = list(nodes or self.nodes)
+        dead = [n for n in nodes if not self.running(n)]
+        if dead:
+            return f"not running: {dead}"
+        wanted = {self.broker_id(n) for n in nodes}
+        registered = self.registered()
+        if not wanted <= registered:
+            return f"not registered: {sorted(wanted - registered)}"
+        if self.controller() is None:
+            return "no controller"
+        for node in nodes:
+            try:
+                controller_id, brokers = metadata(self.remote.address(node))
+            except (OSError, ValueError, struct.error) as error:
+                return f"{node} does not answer Metadata: {error}"
+            if controller_id < 0 or not registered <= brokers:
+                return f"{node} has no current metadata"
+        return None
+
+    def wait_healthy(self, nodes: Sequence[str] | None = None, timeout: float = 60.0) -> None:
+        deadline = time.monotonic() + timeout
+        while (problem := self.healthy(nodes)) is not None:
+            for node in nodes or self.nodes:
+                if node in self.processes and not self.running(node):
+                    raise RuntimeError(f"broker on {node} exited; see {self.log_files(node)}")
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"brokers not healthy after {timeout:g} s: {problem}")
+            time.sleep(0.05)
+
+    # -- state --------------------------------------------------------------------------
+
+    def to_json(self) -> dict:
+        return {"nodes": list(self.nodes), "root": self.root,
+                "zookeeper_connect": self.zookeeper_connect, "overrides": self.overrides,
+                "python": self.python,
+                "processes": {n: p.to_json() for n, p in self.processes.items()}}
+
+    @classmethod
+    def from_json(cls, remote: Remote, data: Mapping) -> BrokerSet:
+        return cls(remote, tuple(data["nodes"]), data["root"], data["zookeeper_connect"],
+                   dict(data["overrides"]), data["python"],
+                   {n: Process.from_json(p) for n, p in data["processes"].items()})
+
+
+def _receive(sock: socket.socket, size: int) -> bytes:
+    data = b""
+    while len(data) < size:
+        chunk = sock.recv(size - len(data))
+        if not chunk:
+            raise ConnectionError("connection closed")
+        data += chunk
+    return data
