@@ -1,0 +1,150 @@
+"""The checker protocol, results, and Jepsen's composition of checkers.
+
+A checker is anything with `check(test, history, opts) -> Result`. `compose`
+runs several under names and merges their verdicts (false beats "unknown"
+beats true); `check_safe` turns a crash into an "unknown" result that carries
+the error. A Result serialises to the shape of DESIGN.md, "Checker results".
+"""
+
+from __future__ import annotations
+
+import time
+import traceback
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal, Protocol
+
+from checker.history import Op
+
+__all__ = [
+    "Anomaly",
+    "Checker",
+    "Result",
+    "Verdict",
+    "check_safe",
+    "compose",
+    "compose_results",
+    "condense",
+    "merge_valid",
+]
+
+Verdict = bool | Literal["unknown"]
+
+CONDENSE_LIMIT = 32
+CONDENSE_KEEP = 8
+
+
+@dataclass
+class Anomaly:
+    """How many times one anomaly type occurred, and a few witnesses (JSON objects)."""
+
+    count: int
+    examples: list[dict[str, Any]]
+
+    def to_json(self) -> dict[str, Any]:
+        return {"count": self.count, "examples": self.examples}
+
+
+@dataclass
+class Result:
+    """One checker's answer. `allowed` lists anomaly types found but tolerated by the test."""
+
+    valid: Verdict
+    anomalies: dict[str, Anomaly] = field(default_factory=dict)
+    stats: dict[str, Any] = field(default_factory=dict)
+    seconds: float = 0.0
+    allowed: list[str] = field(default_factory=list)
+    error: str | None = None
+    checkers: dict[str, Result] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        body: dict[str, Any] = {"valid": self.valid}
+        if self.checkers:
+            body["checkers"] = {name: r.to_json() for name, r in self.checkers.items()}
+        else:
+            body["anomalies"] = {name: a.to_json() for name, a in self.anomalies.items()}
+            body["stats"] = self.stats
+        if self.allowed:
+            body["allowed"] = self.allowed
+        if self.error is not None:
+            body["error"] = self.error
+        body["seconds"] = round(self.seconds, 6)
+        return body
+
+    @classmethod
+    def from_json(cls, body: Mapping[str, Any]) -> Result:
+        return cls(
+            valid=body["valid"],
+            anomalies={name: Anomaly(a["count"], list(a["examples"]))
+                       for name, a in body.get("anomalies", {}).items()},
+            stats=dict(body.get("stats", {})),
+            seconds=float(body.get("seconds", 0.0)),
+            allowed=list(body.get("allowed", [])),
+            error=body.get("error"),
+            checkers={name: cls.from_json(r) for name, r in body.get("checkers", {}).items()},
+        )
+
+
+class Checker(Protocol):
+    def check(self, test: Mapping[str, Any], history: Sequence[Op],
+              opts: Mapping[str, Any]) -> Result: ...
+
+
+def merge_valid(verdicts: Iterable[Verdict]) -> Verdict:
+    """false beats "unknown" beats true; no verdicts at all is true."""
+    merged: Verdict = True
+    for verdict in verdicts:
+        if verdict is False:
+            return False
+        if verdict is not True:
+            merged = "unknown"
+    return merged
+
+
+def condense(witnesses: Sequence[dict[str, Any]]) -> Anomaly:
+    """Jepsen's condense-error: all witnesses up to 32 of them, else the first 8."""
+    kept = witnesses if len(witnesses) <= CONDENSE_LIMIT else witnesses[:CONDENSE_KEEP]
+    return Anomaly(len(witnesses), list(kept))
+
+
+def check_safe(checker: Checker, test: Mapping[str, Any], history: Sequence[Op],
+               opts: Mapping[str, Any]) -> Result:
+    """Run a checker; a crash becomes an "unknown" result carrying the error."""
+    started = time.monotonic()
+    try:
+        result = checker.check(test, history, opts)
+    except Exception as error:  # noqa: BLE001 - any crash is an unknown verdict
+        return Result("unknown", error=_describe(error), seconds=time.monotonic() - started)
+    if not result.seconds:
+        result.seconds = time.monotonic() - started
+    return result
+
+
+def _describe(error: BaseException) -> str:
+    last = traceback.extract_tb(error.__traceback__)[-1:] if error.__traceback__ else []
+    where = f" at {last[0].filename}:{last[0].lineno}" if last else ""
+    return f"{type(error).__name__}: {error}{where}"
+
+
+@dataclass(frozen=True)
+class Composed:
+    """Several named checkers run as one; each is run with `check_safe`."""
+
+    checkers: Mapping[str, Checker]
+
+    def check(self, test: Mapping[str, Any], history: Sequence[Op],
+              opts: Mapping[str, Any]) -> Result:
+        started = time.monotonic()
+        results = {name: check_safe(c, test, history, opts) for name, c in self.checkers.items()}
+        return compose_results(results, time.monotonic() - started)
+
+
+def compose(checkers: Mapping[str, Checker]) -> Composed:
+    """A checker running every named checker and merging their verdicts."""
+    return Composed(dict(checkers))
+
+
+def compose_results(results: Mapping[str, Result], seconds: float = 0.0) -> Result:
+    """The composed result of named results (used by `compose` and by `checker.spark`)."""
+    return Result(merge_valid(r.valid for r in results.values()), seconds=seconds,
+                  checkers=dict(results))
