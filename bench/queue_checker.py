@@ -54,7 +54,7 @@ def generate(path: Path, ops: int, keys: int, processes: int, seed: int) -> Coun
     positions = [[0] * keys for _ in range(processes)]
     injected: Counter = Counter()
     next_value = 0
-    budget = ops - 2 * (keys * 4 + 200)
+    budget = ops
     plan = {kind: sorted(rng.sample(range(budget // 4, budget // 2), INJECTIONS_PER_TYPE))
             for kind in ("lost-write", "duplicate", "inconsistent-offsets", "G1a", "poll-skip",
                          "nonmonotonic-poll", "int-poll-skip", "int-nonmonotonic-poll",
