@@ -1,0 +1,247 @@
+"""Nemesis packages: faults by name, composed into one nemesis with a seeded schedule and a
+final "heal everything", as Jepsen's `combined.clj`.
+
+`package(["partition-one", "kill-controller"], seed=7, time_limit=60)` gives a `Package`:
+`nemesis` (the composed faults plus `heal`), `generator` (the schedule: every `interval`
+seconds on average, start a random fault, then stop it; ops carry the time, in ns since
+the test started, at which to invoke them), `final_generator` (every stop op, then `heal`:
+all links open, every process resumed and running) and `perf` (for plots: each fault's
+start and stop fs). Nemesis ops are `{"type": "info", "process": "nemesis", "f", "value"}`.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from nemesis.partition import Firewall, PacketLossNemesis, PartitionNemesis
+from nemesis.process import (
+    ExpireSessionNemesis,
+    KillNemesis,
+    PauseNemesis,
+    PauseZooKeeperNemesis,
+    RestartNemesis,
+)
+from nemesis.targets import ClusterControl
+
+__all__ = [
+    "FAULTS",
+    "GROUPS",
+    "Composed",
+    "Fault",
+    "HealNemesis",
+    "Nemesis",
+    "Package",
+    "Schedule",
+    "compose",
+    "expand",
+    "noop",
+    "package",
+]
+
+
+class Nemesis(Protocol):
+    """A fault injector: it claims the op `fs` it handles and returns each op completed
+    with what it actually did."""
+
+    fs: frozenset[str]
+
+    def setup(self, cluster: ClusterControl) -> None: ...
+    def invoke(self, cluster: ClusterControl, op: dict) -> dict: ...
+    def teardown(self, cluster: ClusterControl) -> None: ...
+
+
+@dataclass(frozen=True)
+class Fault:
+    """A named fault: which nemesis kind does it, the op that starts it, the f that ends it."""
+
+    kind: str
+    start: str
+    values: tuple[Any, ...]
+    stop: str | None = None
+
+
+_PARTITION = {"partition-one": "one", "partition-halves": "halves", "partition-ring": "ring",
+              "partition-bridge": "bridge", "isolate-controller": "controller",
+              "isolate-zookeeper": "zookeeper", "leader-from-followers": "leader-from-followers"}
+FAULTS: dict[str, Fault] = {
+    **{name: Fault("partition", "start-partition", (shape,), "stop-partition")
+       for name, shape in _PARTITION.items()},
+    "packet-loss": Fault("packet-loss", "start-packet-loss", ({"probability": 0.2},),
+                         "stop-packet-loss"),
+    "kill": Fault("kill", "kill", ("one",), "start"),
+    "kill-controller": Fault("kill", "kill", ("controller",), "start"),
+    "kill-leader": Fault("kill", "kill", ("leader",), "start"),
+    "kill-all": Fault("kill", "kill", ("all",), "start"),
+    "restart": Fault("restart", "restart", ("one", "controller", "leader")),
+    "pause": Fault("pause", "pause", ("one", "controller", "leader"), "resume"),
+    "pause-zookeeper": Fault("pause-zookeeper", "pause-zookeeper", ("leader", "majority"),
+                             "resume-zookeeper"),
+    "expire-session": Fault("expire-session", "expire-session", ("one", "controller")),
+}
+GROUPS: dict[str, tuple[str, ...]] = {
+    "partition": tuple(_PARTITION),
+    "all": tuple(FAULTS),
+}
+
+
+def expand(names: str | Iterable[str]) -> list[str]:
+    """Fault names from `a,b,...` or a list, groups expanded, order kept, duplicates dropped."""
+    items = names.split(",") if isinstance(names, str) else list(names)
+    result: list[str] = []
+    for name in (item.strip() for item in items if item.strip()):
+        if name in GROUPS:
+            result += GROUPS[name]
+        elif name in FAULTS or name == "none":
+            result.append(name)
+        else:
+            known = ", ".join([*FAULTS, *GROUPS, "none"])
+            raise ValueError(f"unknown nemesis {name!r}; known: {known}")
+    return [name for name in dict.fromkeys(result) if name != "none"]
+
+
+class HealNemesis:
+    """`heal`: every firewall rule gone, every process continued, every process running."""
+
+    fs = frozenset({"heal"})
+
+    def __init__(self, firewall: Firewall) -> None:
+        self.firewall = firewall
+
+    def setup(self, cluster: ClusterControl) -> None:
+        pass
+
+    def teardown(self, cluster: ClusterControl) -> None:
+        pass
+
+    def invoke(self, cluster: ClusterControl, op: dict) -> dict:
+        self.firewall.heal(cluster)
+        started = []
+        for service, nodes in (("zookeeper", cluster.zookeepers), ("broker", cluster.brokers)):
+            for node in nodes:
+                cluster.resume(node, service)
+                if not cluster.running(node, service) and cluster.start(node, service):
+                    started.append(f"{node}:{service}")
+        return {**op, "type": "info", "value": {"healed": True, "started": started}}
+
+
+class Composed:
+    """Routes each op to the one nemesis claiming its f."""
+
+    def __init__(self, nemeses: Sequence[Nemesis]) -> None:
+        claimed: dict[str, Nemesis] = {}
+        for nemesis in nemeses:
+            for f in nemesis.fs:
+                if f in claimed:
+                    raise ValueError(f"two nemeses claim f {f!r}: {claimed[f]!r}, {nemesis!r}")
+                claimed[f] = nemesis
+        self.nemeses = tuple(nemeses)
+        self.routes = claimed
+        self.fs = frozenset(claimed)
+
+    def setup(self, cluster: ClusterControl) -> None:
+        for nemesis in self.nemeses:
+            nemesis.setup(cluster)
+
+    def invoke(self, cluster: ClusterControl, op: dict) -> dict:
+        if op["f"] not in self.routes:
+            raise ValueError(f"no nemesis handles f {op['f']!r}; known: {sorted(self.fs)}")
+        return self.routes[op["f"]].invoke(cluster, op)
+
+    def teardown(self, cluster: ClusterControl) -> None:
+        for nemesis in reversed(self.nemeses):
+            nemesis.teardown(cluster)
+
+
+def compose(nemeses: Sequence[Nemesis]) -> Composed:
+    return Composed(nemeses)
+
+
+@dataclass(frozen=True)
+class Schedule:
+    """A pure generator over precomputed ops: `op(test, ctx)` returns `(op, next)` or None
+    when done; the op's "time" (ns since the test started) is when to invoke it, never
+    earlier than `ctx.time`."""
+
+    ops: tuple[dict, ...]
+    position: int = 0
+
+    def op(self, test: Any, ctx: Any) -> tuple[dict, Schedule] | None:
+        if self.position >= len(self.ops):
+            return None
+        op = dict(self.ops[self.position])
+        now = getattr(ctx, "time", 0) if not isinstance(ctx, dict) else ctx.get("time", 0)
+        op["time"] = max(op.get("time") or 0, now)
+        return op, Schedule(self.ops, self.position + 1)
+
+    def update(self, test: Any, ctx: Any, event: dict) -> Schedule:
+        return self
+
+    def __iter__(self):
+        return iter(self.ops[self.position:])
+
+
+@dataclass(frozen=True)
+class Package:
+    nemesis: Composed
+    generator: Schedule
+    final_generator: Schedule
+    perf: tuple[dict, ...] = field(default=())
+    faults: tuple[str, ...] = ()
+
+
+def _op(f: str, value: Any = None, time: int | None = None) -> dict:
+    op = {"type": "info", "process": "nemesis", "f": f, "value": value}
+    if time is not None:
+        op["time"] = time
+    return op
+
+
+def schedule_ops(faults: Sequence[str], seed: int, time_limit: float,
+                 interval: float = 10.0) -> tuple[dict, ...]:
+    """Start a random fault, stop it, repeat; each wait uniform in [0, 2 * interval]
+    seconds; nothing starts after `time_limit`. Pure: the same arguments give the same ops."""
+    rng = random.Random(seed)
+    ops: list[dict] = []
+    now = 0.0
+    while faults:
+        now += rng.uniform(0, 2 * interval)
+        if now >= time_limit:
+            break
+        fault = FAULTS[rng.choice(list(faults))]
+        ops.append(_op(fault.start, rng.choice(fault.values), int(now * 1e9)))
+        if fault.stop:
+            now += rng.uniform(0, 2 * interval)
+            ops.append(_op(fault.stop, None, int(min(now, time_limit) * 1e9)))
+    return tuple(ops)
+
+
+def package(names: str | Iterable[str], seed: int = 0, time_limit: float = 60.0,
+            interval: float = 10.0) -> Package:
+    faults = expand(names)
+    rng = random.Random(seed)
+    firewall = Firewall()
+    builders = {
+        "partition": lambda: PartitionNemesis(firewall, random.Random(rng.random())),
+        "packet-loss": lambda: PacketLossNemesis(firewall),
+        "kill": lambda: KillNemesis(random.Random(rng.random())),
+        "restart": lambda: RestartNemesis(random.Random(rng.random())),
+        "pause": lambda: PauseNemesis(random.Random(rng.random())),
+        "pause-zookeeper": lambda: PauseZooKeeperNemesis(random.Random(rng.random())),
+        "expire-session": lambda: ExpireSessionNemesis(firewall, random.Random(rng.random())),
+    }
+    kinds = list(dict.fromkeys(FAULTS[name].kind for name in faults))
+    nemesis = compose([builders[kind]() for kind in kinds] + [HealNemesis(firewall)])
+    stops = list(dict.fromkeys(FAULTS[n].stop for n in faults if FAULTS[n].stop))
+    final = tuple(_op(f) for f in stops) + (_op("heal"),)
+    perf = tuple({"name": name, "start": FAULTS[name].start, "stop": FAULTS[name].stop}
+                 for name in faults)
+    return Package(nemesis, Schedule(schedule_ops(faults, seed, time_limit, interval)),
+                   Schedule(final), perf, tuple(faults))
+
+
+def noop() -> Package:
+    """No faults; the final heal still runs."""
+    return package([], 0)

@@ -1,0 +1,144 @@
+"""Network faults: partitions of every shape, packet loss, all through one layered firewall.
+
+Each nemesis owns a layer of the shared `Firewall`; a node's rules are the union of all
+layers, so healing a partition does not lift a concurrent session expiry. Ops come back
+with what was done: `start-partition` -> the grudge `{"n1": ["n3", "n4"], ...}` (node ->
+nodes it drops), or "no-target"; `stop-partition` -> "network-healed".
+
+Shapes of `start-partition` (its value, or `{"shape": ..., "topic": t, "partition": p}`):
+`one` (isolate a random node), `halves`, `ring` (majorities ring), `bridge` (over all nodes,
+shuffled), `controller` (isolate the controller now), `zookeeper` (the ensemble from the
+brokers), `leader-from-followers` (a partition's leader from its other replicas; it keeps
+ZooKeeper: the 2013 Kafka scenario).
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Mapping
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+from nemesis import grudge as grudges
+from nemesis.targets import ClusterControl, controller_node, leader_and_followers
+
+__all__ = ["SHAPES", "Firewall", "PacketLossNemesis", "PartitionNemesis"]
+
+SHAPES = ("one", "halves", "ring", "bridge", "controller", "zookeeper", "leader-from-followers")
+
+
+class Firewall:
+    """Named layers of grudges and packet loss, applied together, one nft transaction per
+    node, all nodes in parallel."""
+
+    def __init__(self) -> None:
+        self.drops: dict[str, grudges.Grudge] = {}
+        self.losses: dict[str, dict[str, dict[str, float]]] = {}
+
+    def set(self, cluster: ClusterControl, layer: str, grudge: grudges.Grudge | None = None,
+            loss: Mapping[str, Mapping[str, float]] | None = None) -> None:
+        """Replace `layer` (node -> dropped nodes; node -> {node: loss probability})."""
+        touched = set(self.drops.get(layer, {})) | set(self.losses.get(layer, {}))
+        self.drops[layer] = dict(grudge or {})
+        self.losses[layer] = {node: dict(p) for node, p in (loss or {}).items()}
+        self._apply(cluster, touched | set(self.drops[layer]) | set(self.losses[layer]))
+
+    def clear(self, cluster: ClusterControl, layer: str) -> None:
+        self.set(cluster, layer)
+
+    def heal(self, cluster: ClusterControl) -> None:
+        """Every layer gone and every node's rules flushed, whatever this object knew."""
+        self.drops.clear()
+        self.losses.clear()
+        self._apply(cluster, set(cluster.nodes))
+
+    def _apply(self, cluster: ClusterControl, nodes: set[str]) -> None:
+        merged = grudges.merge(*self.drops.values())
+        loss: dict[str, dict[str, float]] = {}
+        for layer in self.losses.values():
+            for node, probabilities in layer.items():
+                for other, p in probabilities.items():
+                    previous = loss.setdefault(node, {}).get(other, 0.0)
+                    loss[node][other] = 1 - (1 - previous) * (1 - p)
+
+        def apply(node: str) -> None:
+            cluster.remote.firewall(node, sorted(merged.get(node, ())), loss.get(node, {}))
+
+        with ThreadPoolExecutor(max_workers=8) as pool:
+            list(pool.map(apply, sorted(nodes)))
+
+
+class PartitionNemesis:
+    fs = frozenset({"start-partition", "stop-partition"})
+
+    def __init__(self, firewall: Firewall, rng: random.Random) -> None:
+        self.firewall = firewall
+        self.rng = rng
+
+    def setup(self, cluster: ClusterControl) -> None:
+        self.firewall.clear(cluster, "partition")
+
+    def teardown(self, cluster: ClusterControl) -> None:
+        self.firewall.clear(cluster, "partition")
+
+    def invoke(self, cluster: ClusterControl, op: dict) -> dict:
+        if op["f"] == "stop-partition":
+            self.firewall.clear(cluster, "partition")
+            return {**op, "type": "info", "value": "network-healed"}
+        grudge = self.grudge(cluster, op.get("value") or "one")
+        if not any(grudge.values()):
+            return {**op, "type": "info", "value": "no-target"}
+        self.firewall.set(cluster, "partition", grudge)
+        return {**op, "type": "info", "value": grudges.describe(grudge)}
+
+    def grudge(self, cluster: ClusterControl, spec: str | Mapping[str, Any]) -> grudges.Grudge:
+        """The grudge a shape resolves to on the live cluster; empty when there is no target."""
+        shape = spec if isinstance(spec, str) else spec["shape"]
+        nodes = list(cluster.nodes)
+        shuffled = self.rng.sample(nodes, len(nodes))
+        if shape == "one":
+            return grudges.isolate(self.rng.choice(nodes), nodes)
+        if shape == "halves":
+            return grudges.halves(shuffled)
+        if shape == "ring":
+            return grudges.majorities_ring(shuffled)
+        if shape == "bridge":
+            return grudges.bridge(shuffled) if len(nodes) >= 3 else {}
+        if shape == "controller":
+            node = controller_node(cluster)
+            return grudges.isolate(node, nodes) if node else {}
+        if shape == "zookeeper":
+            brokers = [n for n in cluster.brokers if n not in cluster.zookeepers]
+            return grudges.between(cluster.zookeepers, brokers) if brokers else {}
+        if shape == "leader-from-followers":
+            options = {} if isinstance(spec, str) else spec
+            found = leader_and_followers(cluster, self.rng, options.get("topic"),
+                                         options.get("partition"))
+            return grudges.between([found[1]], found[2]) if found else {}
+        raise ValueError(f"unknown partition shape {shape!r}; one of {', '.join(SHAPES)}")
+
+
+class PacketLossNemesis:
+    """`start-packet-loss` with value `{"probability": p}` (default 0.2): every node drops
+    each packet from every other node with probability p; `stop-packet-loss` lifts it."""
+
+    fs = frozenset({"start-packet-loss", "stop-packet-loss"})
+
+    def __init__(self, firewall: Firewall) -> None:
+        self.firewall = firewall
+
+    def setup(self, cluster: ClusterControl) -> None:
+        self.firewall.clear(cluster, "packet-loss")
+
+    def teardown(self, cluster: ClusterControl) -> None:
+        self.firewall.clear(cluster, "packet-loss")
+
+    def invoke(self, cluster: ClusterControl, op: dict) -> dict:
+        if op["f"] == "stop-packet-loss":
+            self.firewall.clear(cluster, "packet-loss")
+            return {**op, "type": "info", "value": "network-healed"}
+        probability = float((op.get("value") or {}).get("probability", 0.2))
+        nodes = list(cluster.nodes)
+        loss = {node: {other: probability for other in nodes if other != node} for node in nodes}
+        self.firewall.set(cluster, "packet-loss", loss=loss)
+        return {**op, "type": "info", "value": {"probability": probability, "nodes": nodes}}

@@ -1,0 +1,207 @@
+"""Process faults: kill -9 and start, graceful restart, pause and resume (brokers or
+ZooKeeper), and ZooKeeper session expiry by firewalling a broker off the ensemble.
+
+A broker target spec is "one" (a random running broker), "controller", "leader" (of a
+random partition, or `{"target": "leader", "topic": t, "partition": p}`), "all", or a list
+of nodes. Ops come back with what was done per node (`{"n2": "killed"}`), "no-target" when
+the spec resolved to nothing, or "not-started" when there was nothing to undo.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from typing import Any
+
+from nemesis import grudge as grudges
+from nemesis.partition import Firewall
+from nemesis.targets import ClusterControl, controller_node, leader_and_followers
+
+__all__ = [
+    "ExpireSessionNemesis",
+    "KillNemesis",
+    "PauseNemesis",
+    "PauseZooKeeperNemesis",
+    "RestartNemesis",
+    "resolve_brokers",
+]
+
+
+def resolve_brokers(cluster: ClusterControl, spec: Any, rng: random.Random) -> list[str]:
+    """The broker nodes a target spec means now (see the module docstring)."""
+    if isinstance(spec, list | tuple):
+        return [node for node in spec if node in cluster.brokers]
+    options = spec if isinstance(spec, dict) else {"target": spec or "one"}
+    target = options["target"]
+    running = [node for node in cluster.brokers if cluster.running(node)]
+    if target == "one":
+        return [rng.choice(running)] if running else []
+    if target == "all":
+        return running
+    if target == "controller":
+        node = controller_node(cluster)
+        return [node] if node in running else []
+    if target == "leader":
+        found = leader_and_followers(cluster, rng, options.get("topic"), options.get("partition"))
+        return [found[1]] if found and found[1] in running else []
+    raise ValueError(f"unknown target {target!r}: one, controller, leader, all or nodes")
+
+
+def _done(op: dict, results: dict[str, str], empty: str = "no-target") -> dict:
+    return {**op, "type": "info", "value": results or empty}
+
+
+class KillNemesis:
+    """`kill` (kill -9 the targets) and `start` (start every broker that is not running)."""
+
+    fs = frozenset({"kill", "start"})
+
+    def __init__(self, rng: random.Random) -> None:
+        self.rng = rng
+
+    def setup(self, cluster: ClusterControl) -> None:
+        pass
+
+    def teardown(self, cluster: ClusterControl) -> None:
+        pass
+
+    def invoke(self, cluster: ClusterControl, op: dict) -> dict:
+        if op["f"] == "start":
+            started = {n: "started" for n in cluster.brokers if cluster.start(n)}
+            return _done(op, started, "not-started")
+        targets = resolve_brokers(cluster, op.get("value"), self.rng)
+        return _done(op, {n: "killed" for n in targets if cluster.kill(n)})
+
+
+class RestartNemesis:
+    """`restart`: graceful stop (SIGTERM, controlled shutdown), then start again."""
+
+    fs = frozenset({"restart"})
+
+    def __init__(self, rng: random.Random) -> None:
+        self.rng = rng
+
+    def setup(self, cluster: ClusterControl) -> None:
+        pass
+
+    def teardown(self, cluster: ClusterControl) -> None:
+        pass
+
+    def invoke(self, cluster: ClusterControl, op: dict) -> dict:
+        results = {}
+        for node in resolve_brokers(cluster, op.get("value"), self.rng):
+            if cluster.stop(node):
+                cluster.start(node)
+                results[node] = "restarted"
+        return _done(op, results)
+
+
+class PauseNemesis:
+    """`pause` (SIGSTOP the target brokers) and `resume` (SIGCONT every broker)."""
+
+    fs = frozenset({"pause", "resume"})
+
+    def __init__(self, rng: random.Random) -> None:
+        self.rng = rng
+        self.paused: set[str] = set()
+
+    def setup(self, cluster: ClusterControl) -> None:
+        pass
+
+    def teardown(self, cluster: ClusterControl) -> None:
+        self.invoke(cluster, {"f": "resume"})
+
+    def invoke(self, cluster: ClusterControl, op: dict) -> dict:
+        if op["f"] == "resume":
+            resumed = {n: "resumed" for n in sorted(self.paused) if cluster.resume(n)}
+            for node in cluster.brokers:
+                cluster.resume(node)
+            self.paused.clear()
+            return _done(op, resumed, "not-started")
+        targets = [n for n in resolve_brokers(cluster, op.get("value"), self.rng)
+                   if cluster.pause(n)]
+        self.paused.update(targets)
+        return _done(op, {n: "paused" for n in targets})
+
+
+class PauseZooKeeperNemesis:
+    """`pause-zookeeper` with value "leader" (the ensemble leader now), "majority" (a random
+    majority) or "one"; `resume-zookeeper` continues every member."""
+
+    fs = frozenset({"pause-zookeeper", "resume-zookeeper"})
+
+    def __init__(self, rng: random.Random) -> None:
+        self.rng = rng
+        self.paused: set[str] = set()
+
+    def setup(self, cluster: ClusterControl) -> None:
+        pass
+
+    def teardown(self, cluster: ClusterControl) -> None:
+        self.invoke(cluster, {"f": "resume-zookeeper"})
+
+    def invoke(self, cluster: ClusterControl, op: dict) -> dict:
+        if op["f"] == "resume-zookeeper":
+            resumed = {n: "resumed" for n in sorted(self.paused)
+                       if cluster.resume(n, "zookeeper")}
+            for node in cluster.zookeepers:
+                cluster.resume(node, "zookeeper")
+            self.paused.clear()
+            return _done(op, resumed, "not-started")
+        targets = self.targets(cluster, op.get("value") or "leader")
+        paused = [n for n in targets if cluster.pause(n, "zookeeper")]
+        self.paused.update(paused)
+        return _done(op, {n: "paused" for n in paused})
+
+    def targets(self, cluster: ClusterControl, spec: str) -> list[str]:
+        members = list(cluster.zookeepers)
+        if spec == "leader":
+            leaders = [n for n in members if cluster.zookeeper_mode(n) in ("leader", "standalone")]
+            return leaders[:1]
+        if spec == "majority":
+            return sorted(self.rng.sample(members, len(members) // 2 + 1))
+        if spec == "one":
+            return [self.rng.choice(members)]
+        raise ValueError(f"unknown ZooKeeper target {spec!r}: leader, majority or one")
+
+
+class ExpireSessionNemesis:
+    """`expire-session`: cut the target broker off every ZooKeeper member until its
+    registration /brokers/ids/<id> disappears (the session expired; at most twice the
+    session timeout), then heal; the broker registers again with a new session."""
+
+    fs = frozenset({"expire-session"})
+
+    def __init__(self, firewall: Firewall, rng: random.Random) -> None:
+        self.firewall = firewall
+        self.rng = rng
+
+    def setup(self, cluster: ClusterControl) -> None:
+        pass
+
+    def teardown(self, cluster: ClusterControl) -> None:
+        self.firewall.clear(cluster, "expire-session")
+
+    def invoke(self, cluster: ClusterControl, op: dict) -> dict:
+        results = {}
+        for node in resolve_brokers(cluster, op.get("value"), self.rng):
+            others = [z for z in cluster.zookeepers if z != node]
+            self.firewall.set(cluster, "expire-session", grudges.between([node], others))
+            try:
+                expired = self._wait_unregistered(cluster, node)
+            finally:
+                self.firewall.clear(cluster, "expire-session")
+            results[node] = "expired" if expired else "not-expired"
+        return _done(op, results)
+
+    def _wait_unregistered(self, cluster: ClusterControl, node: str) -> bool:
+        path = f"/brokers/ids/{cluster.broker_id(node)}"
+        deadline = time.monotonic() + 2 * cluster.session_timeout + 2.0
+        while time.monotonic() < deadline:
+            try:
+                if cluster.zk.exists_async(path).get(timeout=2.0) is None:
+                    return True
+            except Exception:  # kazoo: timeout or connection loss; try again
+                pass
+            time.sleep(0.1)
+        return False
