@@ -101,10 +101,14 @@ def merge_valid(verdicts: Iterable[Verdict]) -> Verdict:
     return merged
 
 
-def condense(witnesses: Sequence[dict[str, Any]]) -> Anomaly:
-    """Jepsen's condense-error: all witnesses up to 32 of them, else the first 8."""
-    kept = witnesses if len(witnesses) <= CONDENSE_LIMIT else witnesses[:CONDENSE_KEEP]
-    return Anomaly(len(witnesses), list(kept))
+def condense(witnesses: Sequence[dict[str, Any]], count: int | None = None) -> Anomaly:
+    """Jepsen's condense-error: every witness when there are at most 32, else the first 8.
+
+    `count` is the number of occurrences when `witnesses` is already a sample of them.
+    """
+    count = len(witnesses) if count is None else count
+    kept = witnesses if count <= CONDENSE_LIMIT else witnesses[:CONDENSE_KEEP]
+    return Anomaly(count, list(kept))
 
 
 def check_safe(checker: Checker, test: Mapping[str, Any], history: Sequence[Op],

@@ -509,8 +509,7 @@ def fold(reports: Iterable[KeyReport]) -> QueueAnalysis:
     for kind in ANOMALIES:
         if counts.get(kind):
             witnesses = sorted(examples[kind], key=lambda w: (w["ops"], repr(w["key"])))
-            anomalies[kind] = condense(witnesses)
-            anomalies[kind].count = counts[kind]
+            anomalies[kind] = condense(witnesses, counts[kind])
     series, running = [], 0
     for second in sorted(deltas):
         running += deltas[second]
