@@ -13,6 +13,7 @@ from typing import NoReturn
 from checker.errors import HistoryError
 from checker.files import FORMAT_NAMES, MODEL_NAMES, FileResult, check_files, exit_code
 from checker.linearizability import DEFAULT_BUDGET_SECONDS, DEFAULT_MAX_CONFIGURATIONS, Budget
+from harness.cluster_cli import add_cluster_commands
 
 INPUT_ERROR = 3
 
@@ -60,6 +61,7 @@ def build_parser() -> argparse.ArgumentParser:
     export.add_argument("--format", choices=FORMAT_NAMES, default="auto")
     export.add_argument("--edn", metavar="FILE", required=True, help="output file, - for stdout")
     export.set_defaults(handler=_export_history)
+    add_cluster_commands(commands)
     return parser
 
 
