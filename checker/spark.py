@@ -182,6 +182,9 @@ def queue_analysis_on_spark(session: Any, path: str,
     started = time.monotonic()
     context = session.sparkContext
     ranges = _byte_ranges(path, 2 * context.defaultParallelism)
+    if not ranges:
+        timings["load"] = time.monotonic() - started
+        return fold([])
     parsed = context.parallelize(ranges, len(ranges)).mapPartitions(_parse_ranges).persist()
     try:
         meta = parsed.filter(lambda item: item[0] in (META, RESET)).collect()
