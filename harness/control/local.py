@@ -271,13 +271,16 @@ class LocalRemote:
         net = self.network
         chain = f"inet {net.table} input"
         lines = [f"flush chain {chain}"]
-        dropped = sorted({net.address(other) for other in drop_from})
-        if dropped:
-            lines.append(f"add rule {chain} ip saddr {{ {', '.join(dropped)} }} drop")
-        for other, probability in sorted((loss_from or {}).items()):
+        loss = dict(loss_from or {})
+        for other, probability in loss.items():
             if not 0.0 <= probability <= 1.0:
                 raise ValueError(f"loss probability for {other} must be in [0, 1]")
-            if probability > 0 and other not in drop_from:
+        dropped_nodes = set(drop_from) | {other for other, p in loss.items() if p >= 1.0}
+        dropped = sorted(net.address(other) for other in dropped_nodes)
+        if dropped:
+            lines.append(f"add rule {chain} ip saddr {{ {', '.join(dropped)} }} drop")
+        for other, probability in sorted(loss.items()):
+            if probability > 0 and other not in dropped_nodes:
                 lines.append(f"add rule {chain} ip saddr {net.address(other)} "
                              f"numgen random mod 10000 < {round(probability * 10000)} drop")
         self.exec(node, ["nft", "-f", "-"], input="\n".join(lines) + "\n")
