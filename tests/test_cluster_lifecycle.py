@@ -1,0 +1,208 @@
+"""`kchaos cluster up | status | down` with real brokers and ZooKeeper on namespaces, cleanup
+after a SIGKILLed harness, and the process nemeses against a live cluster. Needs root."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import subprocess
+import sys
+import threading
+import time
+
+import pytest
+from kazoo.client import KazooClient, KazooState
+
+from harness.db import Cluster, ClusterSpec
+from harness.db.brokers import metadata
+from nemesis.package import package
+from nemesis.partition import Firewall, PartitionNemesis
+from nemesis.process import ExpireSessionNemesis, KillNemesis, PauseZooKeeperNemesis
+from tests.test_control_local import assert_nothing_left
+
+pytestmark = [
+    pytest.mark.cluster,
+    pytest.mark.skipif(os.geteuid() != 0, reason="needs root for network namespaces"),
+]
+
+
+def kchaos(env, *args, timeout=120):
+    return subprocess.run([sys.executable, "-m", "harness.cli", *args], env=env,
+                          capture_output=True, text=True, timeout=timeout)
+
+
+def test_cli_up_status_down(tmp_path):
+    env = dict(os.environ, KCHAOS_STATE_DIR=str(tmp_path / "state"))
+    try:
+        up = kchaos(env, "cluster", "up", "--nodes", "3", "--zookeepers", "1", "--dir",
+                    str(tmp_path / "nodes"), "--broker-config", "num.partitions=2", "--json")
+        assert up.returncode == 0, up.stderr
+        info = json.loads(up.stdout)
+        assert len(info["bootstrap_servers"].split(",")) == 3
+        assert [n["name"] for n in info["nodes"]] == ["n1", "n2", "n3", "z1"]
+        assert all(n["pids"] and n["address"].startswith("10.77.") for n in info["nodes"])
+        assert {n["role"] for n in info["nodes"]} == {"broker", "zookeeper"}
+        properties = (tmp_path / "nodes").glob("kc*/n1/broker/server.properties")
+        assert "num.partitions=2" in next(properties).read_text()
+
+        status = kchaos(env, "cluster", "status", "--json")
+        assert status.returncode == 0, status.stderr
+        state = json.loads(status.stdout)
+        assert state["bootstrap_servers"] == info["bootstrap_servers"]
+        assert state["controller"]["broker_id"] in (1, 2, 3)
+        assert state["controller"]["epoch"] >= 1
+        assert [(b["id"], b["alive"]) for b in state["brokers"]] == [(1, True), (2, True),
+                                                                      (3, True)]
+        assert state["zookeepers"][0]["alive"] and state["zookeepers"][0]["mode"]
+        pids = {n["name"]: n["pids"] for n in info["nodes"]}
+        assert state["brokers"][0]["pid"] == pids["n1"]["broker"]
+        assert isinstance(state["partitions"], list)
+        text = kchaos(env, "cluster", "status")
+        assert "controller: broker" in text.stdout
+    finally:
+        down = kchaos(env, "cluster", "down")
+    assert down.returncode == 0 and "removed 1" in down.stdout, down.stderr
+    assert_nothing_left(tmp_path / "state")
+    assert list((tmp_path / "nodes").iterdir()) == []
+    assert "removed 0" in kchaos(env, "cluster", "down").stdout
+
+
+def test_cluster_down_after_sigkill_of_the_harness(tmp_path):
+    env = dict(os.environ, KCHAOS_STATE_DIR=str(tmp_path / "state"))
+    script = ("from harness.db import Cluster, ClusterSpec\nimport time\n"
+              "c = Cluster.up(ClusterSpec(brokers=2, zookeepers=1))\n"
+              "print(c.prefix, flush=True)\ntime.sleep(300)\n")
+    harness = subprocess.Popen([sys.executable, "-c", script], env=env, stdout=subprocess.PIPE,
+                               text=True)
+    try:
+        prefix = harness.stdout.readline().strip()
+        assert prefix.startswith("kc")
+    finally:
+        harness.kill()
+        harness.wait()
+    assert subprocess.run(["ip", "netns", "pids", f"{prefix}-n1"], capture_output=True,
+                          text=True).stdout.strip()
+    down = kchaos(env, "cluster", "down")
+    assert down.returncode == 0 and prefix in down.stdout, down.stderr
+    assert_nothing_left(tmp_path / "state")
+    assert not os.path.exists(f"/tmp/kchaos/{prefix}")
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory):
+    spec = ClusterSpec(brokers=3, zookeepers=3,
+                       broker_config={"zookeeper.session.timeout.ms": "4000"})
+    with Cluster.up(spec, tmp_path_factory.mktemp("state")) as running:
+        yield running
+    assert_nothing_left()
+
+
+def controller(cluster):
+    return cluster.broker_set.controller()
+
+
+def test_kill_controller_elects_a_new_one_with_a_higher_epoch(cluster):
+    before = controller(cluster)
+    killer = KillNemesis(random.Random(1))
+    done = killer.invoke(cluster, {"type": "info", "process": "nemesis", "f": "kill",
+                                   "value": "controller"})
+    old_node = cluster.broker_node(before[0])
+    assert done["value"] == {old_node: "killed"} and done["type"] == "info"
+    deadline = time.monotonic() + 30
+    while (now := controller(cluster)) is None or now[0] == before[0]:
+        assert time.monotonic() < deadline, "no new controller"
+        time.sleep(0.1)
+    assert now[1] > before[1]
+    assert killer.invoke(cluster, {"f": "start"})["value"] == {old_node: "started"}
+    cluster.broker_set.wait_healthy(timeout=60)
+
+
+def test_isolate_controller_targets_the_current_controller(cluster):
+    cluster.broker_set.wait_healthy(timeout=60)
+    node = cluster.broker_node(controller(cluster)[0])
+    partitioner = PartitionNemesis(Firewall(), random.Random(0))
+    done = partitioner.invoke(cluster, {"f": "start-partition", "value": "controller"})
+    try:
+        assert set(done["value"][node]) == set(cluster.nodes) - {node}
+    finally:
+        partitioner.invoke(cluster, {"f": "stop-partition"})
+    cluster.broker_set.wait_healthy(timeout=60)
+
+
+def test_pause_zookeeper_majority_loses_sessions_and_recovers(cluster):
+    states = []
+    observer = KazooClient(hosts=cluster.zookeeper_connect, timeout=10)
+    observer.add_listener(states.append)
+    observer.start(timeout=15)
+    pauser = PauseZooKeeperNemesis(random.Random(0))
+    try:
+        done = pauser.invoke(cluster, {"f": "pause-zookeeper", "value": "majority"})
+        assert len(done["value"]) == 2 and set(done["value"].values()) == {"paused"}
+        deadline = time.monotonic() + 20
+        while KazooState.SUSPENDED not in states:
+            assert time.monotonic() < deadline, f"no connection loss seen: {states}"
+            time.sleep(0.1)
+    finally:
+        resumed = pauser.invoke(cluster, {"f": "resume-zookeeper"})
+    assert set(resumed["value"]) == set(done["value"])
+    deadline = time.monotonic() + 30
+    while states[-1] != KazooState.CONNECTED:
+        assert time.monotonic() < deadline, f"no recovery: {states}"
+        time.sleep(0.1)
+    observer.stop()
+    observer.close()
+    cluster.broker_set.wait_healthy(timeout=60)
+
+
+def test_expire_session_makes_the_controller_see_the_broker_leave_and_return(cluster):
+    cluster.broker_set.wait_healthy(timeout=60)
+    controller_id = controller(cluster)[0]
+    victim = next(n for n in cluster.brokers if cluster.broker_id(n) != controller_id)
+    victim_id = cluster.broker_id(victim)
+    controller_address = cluster.remote.address(cluster.broker_node(controller_id))
+    owner = cluster.broker_set.registration_owner(victim_id)
+    seen_without = threading.Event()
+    stop = threading.Event()
+
+    def watch():
+        while not stop.is_set():
+            try:
+                if victim_id not in metadata(controller_address)[1]:
+                    seen_without.set()
+            except OSError:
+                pass
+            time.sleep(0.1)
+
+    watcher = threading.Thread(target=watch, daemon=True)
+    watcher.start()
+    try:
+        done = ExpireSessionNemesis(Firewall(), random.Random(0)).invoke(
+            cluster, {"f": "expire-session", "value": [victim]})
+        assert done["value"] == {victim: "expired"}
+        deadline = time.monotonic() + 30
+        while cluster.broker_set.registration_owner(victim_id) in (None, owner):
+            assert time.monotonic() < deadline, "the broker did not register again"
+            time.sleep(0.1)
+        deadline = time.monotonic() + 30
+        while victim_id not in metadata(controller_address)[1]:
+            assert time.monotonic() < deadline, "the controller did not see the broker return"
+            time.sleep(0.1)
+    finally:
+        stop.set()
+        watcher.join()
+    assert seen_without.is_set(), "the controller never dropped the broker"
+    assert cluster.running(victim)
+
+
+def test_final_heal_leaves_everything_running_and_open(cluster):
+    pack = package("kill-all,pause-zookeeper,partition-halves", seed=5)
+    pack.nemesis.invoke(cluster, {"f": "start-partition", "value": "halves"})
+    pack.nemesis.invoke(cluster, {"f": "kill", "value": "all"})
+    pack.nemesis.invoke(cluster, {"f": "pause-zookeeper", "value": "leader"})
+    assert not any(cluster.running(n) for n in cluster.brokers)
+    for op in pack.final_generator:
+        done = pack.nemesis.invoke(cluster, op)
+        assert done["type"] == "info"
+    assert all(cluster.running(n) for n in cluster.brokers)
+    cluster.broker_set.wait_healthy(timeout=60)
