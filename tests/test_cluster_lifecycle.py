@@ -63,7 +63,7 @@ def test_cli_up_status_down(tmp_path):
     finally:
         down = kchaos(env, "cluster", "down")
     assert down.returncode == 0 and "removed 1" in down.stdout, down.stderr
-    assert_nothing_left(tmp_path / "state")
+    assert_nothing_left(info["prefix"], tmp_path / "state")
     assert list((tmp_path / "nodes").iterdir()) == []
     assert "removed 0" in kchaos(env, "cluster", "down").stdout
 
@@ -85,7 +85,7 @@ def test_cluster_down_after_sigkill_of_the_harness(tmp_path):
                           text=True).stdout.strip()
     down = kchaos(env, "cluster", "down")
     assert down.returncode == 0 and prefix in down.stdout, down.stderr
-    assert_nothing_left(tmp_path / "state")
+    assert_nothing_left(prefix, tmp_path / "state")
     assert not os.path.exists(f"/tmp/kchaos/{prefix}")
 
 
@@ -95,7 +95,7 @@ def cluster(tmp_path_factory):
                        broker_config={"zookeeper.session.timeout.ms": "4000"})
     with Cluster.up(spec, tmp_path_factory.mktemp("state")) as running:
         yield running
-    assert_nothing_left()
+    assert_nothing_left(running.prefix)
 
 
 def controller(cluster):
@@ -206,3 +206,39 @@ def test_final_heal_leaves_everything_running_and_open(cluster):
         assert done["type"] == "info"
     assert all(cluster.running(n) for n in cluster.brokers)
     cluster.broker_set.wait_healthy(timeout=60)
+
+
+def test_leader_from_followers_cuts_the_live_leader_off_its_replicas(cluster, tmp_path):
+    from kafka import KafkaProducer
+
+    cluster.broker_set.wait_healthy(timeout=60)
+    producer = KafkaProducer(bootstrap_servers=cluster.bootstrap_servers.split(","), acks="all")
+    try:
+        producer.send("lff", b"x").get(timeout=30)
+    finally:
+        producer.close(timeout=5)
+    partitioner = PartitionNemesis(Firewall(), random.Random(0))
+    done = partitioner.invoke(cluster, {"f": "start-partition", "value": {
+        "shape": "leader-from-followers", "topic": "lff", "partition": 0}})
+    try:
+        state = json.loads(cluster.zk.get("/brokers/topics/lff/partitions/0/state")[0])
+        leader = cluster.broker_node(state["leader"])
+        followers = {n for n in cluster.brokers if n != leader}
+        assert set(done["value"][leader]) == followers
+        assert all(done["value"][f] == [leader] for f in followers)
+        assert not any(z in done["value"] for z in cluster.zookeepers)
+    finally:
+        partitioner.invoke(cluster, {"f": "stop-partition"})
+    logs = cluster.collect_logs(tmp_path / "logs")
+    names = {(p.parent.name, p.name) for p in logs}
+    assert ("n1", "broker.log") in names and ("z1", "zookeeper.log") in names
+    assert ("n1", "server.properties") in names
+
+
+def test_colocated_zookeeper(tmp_path):
+    spec = ClusterSpec(brokers=3, zookeepers=1, colocate=True)
+    with Cluster.up(spec, tmp_path / "state") as running:
+        assert running.zookeepers == ("n1",) and running.nodes == ("n1", "n2", "n3")
+        roles = {n["name"]: n["role"] for n in running.processes()["nodes"]}
+        assert roles["n1"] == "broker+zookeeper" and roles["n2"] == "broker"
+    assert_nothing_left(running.prefix, tmp_path / "state")

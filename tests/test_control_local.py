@@ -25,11 +25,12 @@ pytestmark = [
 RUN_NAME = re.compile(r"\bkc[0-9a-f]{4}")
 
 
-def leftovers() -> dict[str, list[str]]:
-    """Anything a run (prefix kc<4 hex>) could leave behind."""
+def leftovers(prefix: str) -> dict[str, list[str]]:
+    """Anything the run `prefix` could leave behind (other runs may be live meanwhile)."""
     def names(argv):
-        return sorted(set(RUN_NAME.findall(subprocess.run(argv, capture_output=True,
-                                                          text=True).stdout)))
+        found = set(RUN_NAME.findall(subprocess.run(argv, capture_output=True,
+                                                    text=True).stdout))
+        return sorted(name for name in found if name == prefix)
     found = {
         "netns": names(["ip", "netns", "list"]),
         "links": names(["ip", "-o", "link", "show"]),
@@ -37,15 +38,15 @@ def leftovers() -> dict[str, list[str]]:
         "processes": [line for line in subprocess.run(["ps", "-eo", "stat,args"],
                                                       capture_output=True, text=True
                                                       ).stdout.splitlines()
-                      if "/kchaos/kc" in line and not line.startswith("Z")],
+                      if f"/kchaos/{prefix}/" in line and not line.startswith("Z")],
     }
     return {kind: items for kind, items in found.items() if items}
 
 
-def assert_nothing_left(state_root: Path | None = None) -> None:
-    assert leftovers() == {}
+def assert_nothing_left(prefix: str, state_root: Path | None = None) -> None:
+    assert leftovers(prefix) == {}
     if state_root is not None:
-        assert [p.name for p in state_root.iterdir() if not p.name.startswith(".")] == []
+        assert not (state_root / prefix).exists()
 
 
 LISTENER = ("import socket,sys\ns=socket.socket();s.setsockopt(socket.SOL_SOCKET,"
@@ -90,9 +91,11 @@ def reachability(remote: LocalRemote) -> dict[tuple[str, str], bool]:
 def state_root(tmp_path):
     root = tmp_path / "state"
     yield root
-    for prefix in run_prefixes(root, include_owned=True):
+    prefixes = run_prefixes(root, include_owned=True)
+    for prefix in prefixes:
         LocalRemote.attach(root / prefix).destroy()
-    assert_nothing_left(root)
+    for prefix in prefixes:
+        assert_nothing_left(prefix, root)
 
 
 def test_provision_exec_spawn_signal_and_destroy(state_root, tmp_path):
@@ -136,7 +139,7 @@ def test_provision_exec_spawn_signal_and_destroy(state_root, tmp_path):
     other = remote.spawn("z1", ["sleep", "60"], str(tmp_path / "sleep2.log"))
     remote.destroy()
     assert not remote.running("z1", other.pid)
-    assert_nothing_left(state_root)
+    assert_nothing_left(net.prefix, state_root)
     remote.destroy()
 
 
@@ -174,14 +177,14 @@ def test_kchaos_cluster_down_cleans_up_after_a_sigkilled_owner(tmp_path):
     assert prefix and run_prefixes(root) == []
     owner.kill()
     owner.wait()
-    assert leftovers()["netns"] == [prefix]
+    assert leftovers(prefix)["netns"] == [prefix]
     assert run_prefixes(root) == [prefix]
     env = dict(os.environ, KCHAOS_STATE_DIR=str(root))
     done = subprocess.run([sys.executable, "-m", "harness.cli", "cluster", "down"], env=env,
                           capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
     assert prefix in done.stdout
-    assert_nothing_left(root)
+    assert_nothing_left(prefix, root)
     again = subprocess.run([sys.executable, "-m", "harness.cli", "cluster", "down"], env=env,
                            capture_output=True, text=True, timeout=60)
     assert again.returncode == 0 and "removed 0" in again.stdout

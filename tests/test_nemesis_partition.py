@@ -46,7 +46,7 @@ def cluster(tmp_path_factory):
         yield ListenerCluster(remote)
     finally:
         remote.destroy()
-        assert_nothing_left()
+        assert_nothing_left(remote.network.prefix)
 
 
 def expected(cluster, grudge):

@@ -113,7 +113,7 @@ class LocalRemote:
     def __init__(self, network: Network, state_dir: Path) -> None:
         self.network = network
         self.state_dir = state_dir
-        self._children: dict[int, subprocess.Popen] = {}
+        self._children: dict[tuple[str, int], subprocess.Popen] = {}
 
     # -- lifecycle -----------------------------------------------------------------------
 
@@ -234,7 +234,7 @@ class LocalRemote:
                     env=None if env is None else dict(env), cwd=cwd)
         except OSError as error:
             raise SpawnError(f"{node}: cannot start {argv[0]}: {error}") from error
-        self._children[popen.pid] = popen
+        self._children[(node, popen.pid)] = popen
         return Process(node, popen.pid, tuple(argv), str(log))
 
     def signal(self, node: str, pid: int, sig: int) -> bool:
@@ -242,15 +242,15 @@ class LocalRemote:
             return False
         if not _kill_group(pid, sig):
             return False
-        if sig == signals.SIGKILL and pid in self._children:
+        if sig == signals.SIGKILL and (node, pid) in self._children:
             with contextlib.suppress(subprocess.TimeoutExpired):
-                self._children[pid].wait(timeout=5)
+                self._children[(node, pid)].wait(timeout=5)
         return True
 
     def running(self, node: str, pid: int) -> bool:
         namespace = NETNS_DIR / self.network.netns(node)
-        if pid in self._children and self._children[pid].poll() is not None:
-            return False
+        if (node, pid) in self._children:  # true also just before nsenter enters the namespace
+            return self._children[(node, pid)].poll() is None
         try:
             if _proc_state(pid) in "ZX":
                 return False
