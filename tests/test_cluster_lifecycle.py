@@ -15,6 +15,7 @@ import pytest
 from kazoo.client import KazooClient, KazooState
 
 from harness.db import Cluster, ClusterSpec
+from harness.db import down as harness_down
 from harness.db.brokers import metadata
 from nemesis.package import package
 from nemesis.partition import Firewall, PartitionNemesis
@@ -75,15 +76,19 @@ def test_cluster_down_after_sigkill_of_the_harness(tmp_path):
               "print(c.prefix, flush=True)\ntime.sleep(300)\n")
     harness = subprocess.Popen([sys.executable, "-c", script], env=env, stdout=subprocess.PIPE,
                                text=True)
+    prefix = harness.stdout.readline().strip()
     try:
-        prefix = harness.stdout.readline().strip()
         assert prefix.startswith("kc")
+        harness.kill()
+        harness.wait()
+        assert subprocess.run(["ip", "netns", "pids", f"{prefix}-n1"], capture_output=True,
+                              text=True).stdout.strip()
+        down = kchaos(env, "cluster", "down")
     finally:
         harness.kill()
         harness.wait()
-    assert subprocess.run(["ip", "netns", "pids", f"{prefix}-n1"], capture_output=True,
-                          text=True).stdout.strip()
-    down = kchaos(env, "cluster", "down")
+        if prefix.startswith("kc"):
+            harness_down(prefix, tmp_path / "state")
     assert down.returncode == 0 and prefix in down.stdout, down.stderr
     assert_nothing_left(prefix, tmp_path / "state")
     assert not os.path.exists(f"/tmp/kchaos/{prefix}")

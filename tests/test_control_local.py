@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from harness.control import CommandFailed, CommandNotFound, UnknownNode
-from harness.control.local import LocalRemote, run_prefixes
+from harness.control.local import LocalRemote, destroy_run, run_prefixes
 
 pytestmark = [
     pytest.mark.cluster,
@@ -174,14 +174,20 @@ def test_kchaos_cluster_down_cleans_up_after_a_sigkilled_owner(tmp_path):
     owner = subprocess.Popen([sys.executable, "-c", script, str(tmp_path / "s.log")],
                              stdout=subprocess.PIPE, text=True)
     prefix = owner.stdout.readline().strip()
-    assert prefix and run_prefixes(root) == []
-    owner.kill()
-    owner.wait()
-    assert leftovers(prefix)["netns"] == [prefix]
-    assert run_prefixes(root) == [prefix]
-    env = dict(os.environ, KCHAOS_STATE_DIR=str(root))
-    done = subprocess.run([sys.executable, "-m", "harness.cli", "cluster", "down"], env=env,
-                          capture_output=True, text=True, timeout=60)
+    try:
+        assert prefix and run_prefixes(root) == []
+        owner.kill()
+        owner.wait()
+        assert leftovers(prefix)["netns"] == [prefix]
+        assert run_prefixes(root) == [prefix]
+        env = dict(os.environ, KCHAOS_STATE_DIR=str(root))
+        done = subprocess.run([sys.executable, "-m", "harness.cli", "cluster", "down"],
+                              env=env, capture_output=True, text=True, timeout=60)
+    finally:
+        owner.kill()
+        owner.wait()
+        if prefix:
+            destroy_run(prefix, root)
     assert done.returncode == 0, done.stderr
     assert prefix in done.stdout
     assert_nothing_left(prefix, root)
