@@ -19,8 +19,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from broker.errors import BrokerError, ErrorCode
-from broker.replica.producer_state import ProducerStateTable, batch_headers
+from broker.replica.producer_state import ProducerBatch, ProducerStateTable
 from broker.replica.purgatory import DelayedProduce, FetchWaiters
+from broker.storage import BatchHeader, iter_batch_headers
 from broker.storage.errors import (
     CorruptRecordError,
     InvalidRecordError,
@@ -178,18 +179,18 @@ class Partition:
                 ErrorCode.NOT_ENOUGH_REPLICAS,
                 f"ISR {sorted(self.isr)} < min.insync.replicas={self.min_insync_replicas}",
             )
-        headers = batch_headers(records)
-        if len(headers) == 1 and headers[0].producer_id >= 0:
-            duplicate = self.producers.check(headers[0])
-            if duplicate is not None:
-                return AppendResult(
-                    duplicate.base_offset, duplicate.last_offset, -1, self.log.log_start_offset
-                )
-        else:
-            for header in headers:
-                if self.producers.check(header) is not None:
-                    raise BrokerError(ErrorCode.DUPLICATE_SEQUENCE_NUMBER)
         try:
+            headers = list(iter_batch_headers(records))
+            batches = [ProducerBatch.of(header) for header in headers]
+            if len(batches) == 1 and batches[0].producer_id >= 0:
+                duplicate = self.producers.check(batches[0])
+                if duplicate is not None:
+                    return AppendResult(duplicate.base_offset, duplicate.last_offset, -1,
+                                        self.log.log_start_offset)
+            else:
+                for batch in batches:
+                    if self.producers.check(batch) is not None:
+                        raise BrokerError(ErrorCode.DUPLICATE_SEQUENCE_NUMBER)
             info = self.log.append_as_leader(records, self.leader_epoch)
         except CorruptRecordError as exc:
             raise BrokerError(ErrorCode.CORRUPT_MESSAGE, str(exc)) from exc
@@ -206,28 +207,18 @@ class Partition:
             info.first_offset, info.last_offset, info.log_append_time, self.log.log_start_offset
         )
 
-    def _record_producers(self, headers, first_offset: int) -> None:
+    def _record_producers(self, headers: list[BatchHeader], first_offset: int) -> None:
         base = first_offset
         for header in headers:
-            span = header.last_offset - header.base_offset
             if header.producer_id >= 0:
-                self.producers.record(
-                    type(header)(
-                        base,
-                        base + span,
-                        header.producer_id,
-                        header.producer_epoch,
-                        header.base_sequence,
-                        header.last_sequence,
-                    )
-                )
-            base += span + 1
+                self.producers.record(ProducerBatch.of(header, base))
+            base += header.last_offset_delta + 1
 
     def append_as_follower(self, records: bytes, leader_high_watermark: int) -> None:
         if records:
             self.log.append_as_follower(records)
-            for header in batch_headers(records):
-                self.producers.record(header)
+            for header in iter_batch_headers(records, partial_tail_ok=True):
+                self.producers.record(ProducerBatch.of(header))
         self.high_watermark = max(
             self.high_watermark, min(leader_high_watermark, self.log.log_end_offset)
         )

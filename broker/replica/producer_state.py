@@ -8,22 +8,22 @@ kept in memory only: after a restart an unknown producer is accepted at any sequ
 
 from __future__ import annotations
 
-import struct
 from collections import deque
 from dataclasses import dataclass, field
 
 from broker.errors import BrokerError, ErrorCode
+from broker.storage import BatchHeader
 
-__all__ = ["BatchHeader", "ProducerStateTable", "batch_headers"]
+__all__ = ["ProducerBatch", "ProducerStateTable"]
 
-_HEADER = struct.Struct(">qiiBIhiqqqhii")
-HEADER_SIZE = _HEADER.size  # 61
 NO_PRODUCER_ID = -1
 _CACHED_BATCHES = 5  # Kafka keeps the metadata of the last 5 batches per producer
 
 
 @dataclass(frozen=True, slots=True)
-class BatchHeader:
+class ProducerBatch:
+    """What dedup needs of one appended batch: its offsets and its producer sequence range."""
+
     base_offset: int
     last_offset: int
     producer_id: int
@@ -31,48 +31,20 @@ class BatchHeader:
     base_sequence: int
     last_sequence: int
 
-
-def batch_headers(records: bytes | memoryview) -> list[BatchHeader]:
-    """Headers of the v2 batches in a record set (stops at a truncated or non-v2 batch)."""
-    headers = []
-    pos, end = 0, len(records)
-    while pos + HEADER_SIZE <= end:
-        (
-            base_offset,
-            length,
-            _,
-            magic,
-            _,
-            _,
-            last_delta,
-            _,
-            _,
-            producer_id,
-            producer_epoch,
-            base_sequence,
-            _,
-        ) = _HEADER.unpack_from(records, pos)
-        if magic != 2 or length < HEADER_SIZE - 12 or pos + 12 + length > end:
-            break
-        last_sequence = -1 if base_sequence < 0 else (base_sequence + last_delta) & 0x7FFFFFFF
-        headers.append(
-            BatchHeader(
-                base_offset,
-                base_offset + last_delta,
-                producer_id,
-                producer_epoch,
-                base_sequence,
-                last_sequence,
-            )
-        )
-        pos += 12 + length
-    return headers
+    @classmethod
+    def of(cls, header: BatchHeader, base_offset: int | None = None) -> ProducerBatch:
+        """The batch of `header`, moved to `base_offset` when offsets were assigned on append."""
+        base = header.base_offset if base_offset is None else base_offset
+        last_sequence = (-1 if header.base_sequence < 0
+                         else (header.base_sequence + header.last_offset_delta) & 0x7FFFFFFF)
+        return cls(base, base + header.last_offset_delta, header.producer_id,
+                   header.producer_epoch, header.base_sequence, last_sequence)
 
 
 @dataclass
 class _ProducerEntry:
     epoch: int
-    batches: deque[BatchHeader] = field(default_factory=lambda: deque(maxlen=_CACHED_BATCHES))
+    batches: deque[ProducerBatch] = field(default_factory=lambda: deque(maxlen=_CACHED_BATCHES))
 
     @property
     def last_sequence(self) -> int:
@@ -85,7 +57,7 @@ class ProducerStateTable:
     def __init__(self) -> None:
         self._producers: dict[int, _ProducerEntry] = {}
 
-    def check(self, header: BatchHeader) -> BatchHeader | None:
+    def check(self, header: ProducerBatch) -> ProducerBatch | None:
         """Validate a batch about to be appended by the leader.
 
         Returns the original batch (with its assigned offsets) if this is a duplicate,
@@ -122,7 +94,7 @@ class ProducerStateTable:
             )
         return None
 
-    def record(self, header: BatchHeader) -> None:
+    def record(self, header: ProducerBatch) -> None:
         """Remember an appended batch (offsets assigned)."""
         if header.producer_id == NO_PRODUCER_ID or header.base_sequence < 0:
             return

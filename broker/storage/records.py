@@ -100,14 +100,15 @@ class BatchHeader:
         return (self.base_sequence + self.last_offset_delta) % (1 << 31)
 
 
-def iter_batch_headers(records: bytes | bytearray | memoryview,
-                       verify_crc: bool = False) -> Iterator[BatchHeader]:
+def iter_batch_headers(records: bytes | bytearray | memoryview, verify_crc: bool = False,
+                       partial_tail_ok: bool = False) -> Iterator[BatchHeader]:
     """Yield the header of every batch in `records` without decoding any record.
 
     Raises CorruptRecordError on a truncated or inconsistent frame (or a bad CRC when
-    `verify_crc`) and InvalidRecordError on a magic other than 2.
+    `verify_crc`) and InvalidRecordError on a magic other than 2; with `partial_tail_ok`
+    an incomplete last batch (as a fetch response may carry) is left out instead.
     """
-    for fields in scan(records, verify_crc=verify_crc, partial_tail_ok=False):
+    for fields in scan(records, verify_crc=verify_crc, partial_tail_ok=partial_tail_ok):
         pos, header = fields
         yield BatchHeader(pos, LOG_OVERHEAD + header[H_LENGTH], *header)
 
