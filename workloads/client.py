@@ -1,0 +1,195 @@
+"""The client protocol, completion validation and Kafka error classification.
+
+A client is Jepsen's: `open(test, node)` returns a client bound to one node (the
+factory value itself stays unopened), `setup(test)` runs once before the workload
+(topic creation), `invoke(test, op)` returns the op completed as `ok`, `fail` or
+`info`, `teardown(test)` runs once after it, `close(test)` releases the client.
+Clients only classify what Kafka told them; exceptions and timeouts become `info`
+in the worker (`workloads.worker`), and `validate` checks every completion.
+
+Classification (`outcome`): an error that proves the request was rejected before
+anything was appended is `fail`; everything else (timeouts, NOT_LEADER_OR_FOLLOWER,
+NOT_ENOUGH_REPLICAS_AFTER_APPEND, network errors, unknown errors) is `info`. A
+retriable rejection (NOT_ENOUGH_REPLICAS) after the producer may have retried is
+`info` too: an earlier attempt that timed out may have been appended.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Literal, Protocol
+
+__all__ = [
+    "DEFINITE_FAILURES",
+    "RETRIABLE_DEFINITE",
+    "Client",
+    "ClientOptions",
+    "Delivery",
+    "InvalidCompletion",
+    "Positions",
+    "completed",
+    "outcome",
+    "send_completion",
+    "validate",
+]
+
+# Produce/fetch errors that prove nothing was appended (Kafka protocol names; librdkafka
+# spells a few differently, both are listed).
+DEFINITE_FAILURES = frozenset({
+    "NOT_ENOUGH_REPLICAS",
+    "INVALID_TOPIC_EXCEPTION", "INVALID_TOPIC",
+    "INVALID_REQUIRED_ACKS",
+    "INVALID_RECORD", "INVALID_MSG", "INVALID_MSG_SIZE", "CORRUPT_MESSAGE",
+    "INVALID_TIMESTAMP", "INVALID_PRODUCER_EPOCH", "INVALID_PRODUCER_ID_MAPPING",
+    "MESSAGE_TOO_LARGE", "MSG_SIZE_TOO_LARGE", "RECORD_LIST_TOO_LARGE",
+    "TOPIC_AUTHORIZATION_FAILED", "CLUSTER_AUTHORIZATION_FAILED",
+    "TRANSACTIONAL_ID_AUTHORIZATION_FAILED", "SASL_AUTHENTICATION_FAILED",
+    "UNKNOWN_TOPIC_OR_PARTITION", "UNKNOWN_TOPIC_OR_PART",
+    "UNSUPPORTED_VERSION", "UNSUPPORTED_FOR_MESSAGE_FORMAT", "POLICY_VIOLATION",
+    "_PURGE_QUEUE", "_QUEUE_FULL", "_UNKNOWN_TOPIC", "_UNKNOWN_PARTITION", "_INVALID_ARG",
+    "_MSG_SIZE_TOO_LARGE", "_VALUE_SERIALIZATION", "_KEY_SERIALIZATION",
+})
+# Definite only when the producer made a single attempt (retries = 0).
+RETRIABLE_DEFINITE = frozenset({"NOT_ENOUGH_REPLICAS", "UNKNOWN_TOPIC_OR_PARTITION",
+                                "UNKNOWN_TOPIC_OR_PART"})
+
+OpType = Literal["ok", "fail", "info"]
+
+
+def outcome(error: str, *, retried: bool = False) -> Literal["fail", "info"]:
+    """`fail` when the named Kafka error proves the request had no effect, else `info`.
+
+    `retried`: the producer may have sent the request more than once, so a rejection of
+    the last attempt says nothing about the earlier ones (only retriable errors repeat).
+    """
+    name = error.upper()
+    if name not in DEFINITE_FAILURES:
+        return "info"
+    if retried and name in RETRIABLE_DEFINITE:
+        return "info"
+    return "fail"
+
+
+@dataclass(frozen=True, kw_only=True)
+class ClientOptions:
+    """What a Kafka client of the queue workload needs: where, which topic, how each key
+    maps to a partition, producer settings, and per-op timeouts."""
+
+    bootstrap_servers: tuple[str, ...]
+    topic: str = "kchaos"
+    key_partitions: Mapping[Any, int]
+    replication_factor: int = 3
+    acks: str = "all"
+    retries: int = 0
+    idempotence: bool = False
+    linger_ms: int = 0
+    op_timeout: float = 5.0
+    poll_timeout: float = 0.5
+    max_poll_records: int = 500
+
+    def partition_keys(self) -> dict[int, Any]:
+        return {partition: key for key, partition in self.key_partitions.items()}
+
+    def bootstrap_for(self, node: str | None) -> list[str]:
+        """The bootstrap list with `node` first (clients spread their first connection)."""
+        servers = list(self.bootstrap_servers)
+        if node in servers:
+            servers.remove(node)
+            servers.insert(0, node)
+        return servers
+
+
+class Client(Protocol):
+    def open(self, test: Any, node: str | None) -> Client: ...
+    def setup(self, test: Any) -> None: ...
+    def invoke(self, test: Any, op: Mapping[str, Any]) -> dict[str, Any]: ...
+    def teardown(self, test: Any) -> None: ...
+    def close(self, test: Any) -> None: ...
+
+
+class InvalidCompletion(Exception):
+    """A client returned something that is not a completion of the op it was given."""
+
+
+def completed(op: Mapping[str, Any], kind: OpType, value: Any = None, **extra: Any
+              ) -> dict[str, Any]:
+    """The completion of `op`: same process and f, the given type and value, extra fields
+    (an `error` of None is left out)."""
+    done = {key: item for key, item in op.items() if key not in ("time", "index")}
+    done.update(type=kind, value=value)
+    done.update({key: item for key, item in extra.items() if item is not None})
+    return done
+
+
+def validate(invocation: Mapping[str, Any], completion: Any) -> dict[str, Any]:
+    """The completion as a dict, or InvalidCompletion: type must be ok, fail or info;
+    process and f must be the invocation's."""
+    if not isinstance(completion, Mapping):
+        raise InvalidCompletion(f"client returned {completion!r} for {invocation.get('f')!r}, "
+                                "not an op")
+    problems = []
+    if completion.get("type") not in ("ok", "fail", "info"):
+        problems.append(f"type {completion.get('type')!r} is not ok, fail or info")
+    for name in ("process", "f"):
+        if completion.get(name) != invocation.get(name):
+            problems.append(f"{name} {completion.get(name)!r} is not the invocation's "
+                            f"{invocation.get(name)!r}")
+    if problems:
+        raise InvalidCompletion("invalid completion: " + "; ".join(problems))
+    return dict(completion)
+
+
+@dataclass
+class Delivery:
+    """What became of one send micro-op: its offset, a Kafka error name, or nothing yet."""
+
+    offset: int | None = None
+    error: str | None = None
+    done: bool = False
+
+
+def send_completion(op: Mapping[str, Any], deliveries: list[Delivery], *, retried: bool,
+                    **extra: Any) -> dict[str, Any]:
+    """One completion for a send op of several micro-ops: ok when every one was
+    acknowledged (offsets from the delivery reports; acks=0 gives none), fail when every
+    one certainly failed, info otherwise (an op is not atomic, so part ok is unknown)."""
+    kinds, errors = [], []
+    for delivery in deliveries:
+        if not delivery.done:
+            kinds.append("info")
+            errors.append("timeout")
+        elif delivery.error is not None:
+            kinds.append(outcome(delivery.error, retried=retried))
+            errors.append(delivery.error)
+        else:
+            kinds.append("ok")
+    error = ", ".join(dict.fromkeys(errors)) or None
+    if all(kind == "ok" for kind in kinds):
+        value = [["send", micro[1], [d.offset if d.offset is not None and d.offset >= 0
+                                     else None, micro[2]]]
+                 for micro, d in zip(op["value"], deliveries, strict=True)]
+        return completed(op, "ok", value, **extra)
+    if all(kind == "fail" for kind in kinds):
+        return completed(op, "fail", op["value"], error=error, **extra)
+    return completed(op, "info", op["value"], error=error, **extra)
+
+
+class Positions:
+    """A consumer's assigned keys and where it will read each next (the offset after the
+    last record it returned), so an assign can resume where the client was."""
+
+    def __init__(self) -> None:
+        self.assigned: list[Any] = []
+        self.next: dict[Any, int] = {}
+
+    def assign(self, keys: list[Any], seek_to_beginning: bool) -> dict[Any, int | None]:
+        """Start offsets for `keys`: None (the beginning) or the next offset to read."""
+        if seek_to_beginning:
+            for key in keys:
+                self.next.pop(key, None)
+        self.assigned = list(keys)
+        return {key: self.next.get(key) for key in keys}
+
+    def read(self, key: Any, offset: int) -> None:
+        self.next[key] = offset + 1

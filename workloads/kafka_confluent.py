@@ -1,0 +1,200 @@
+"""The queue workload's client on confluent-kafka (librdkafka).
+
+One producer and one consumer per process. A send op produces each micro-op to its
+key's partition and flushes once; offsets come from the delivery reports. The
+consumer works in assign mode (no group): it starts assigned to every key from the
+beginning; `assign` changes the keys, seeking to the beginning or to where this
+client last read; `poll` returns what one poll brings, by key. `crash` completes as
+`info`, so the worker closes this client and opens a fresh one as a new process.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Mapping
+from typing import Any
+
+from confluent_kafka import (
+    OFFSET_BEGINNING,
+    Consumer,
+    KafkaError,
+    KafkaException,
+    Producer,
+    TopicPartition,
+)
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from workloads.client import (
+    ClientOptions,
+    Delivery,
+    Positions,
+    completed,
+    outcome,
+    send_completion,
+)
+
+__all__ = ["ConfluentClient"]
+
+SETUP_TIMEOUT = 60.0
+
+
+class ConfluentClient:
+    """`ConfluentClient(options)` is the unopened factory value; `open` connects."""
+
+    def __init__(self, options: ClientOptions, node: str | None = None) -> None:
+        self.options = options
+        self.node = node
+        self.producer: Producer | None = None
+        self.consumer: Consumer | None = None
+        self.positions = Positions()
+        self._partition_keys = options.partition_keys()
+
+    # -- lifecycle -----------------------------------------------------------------------
+
+    def open(self, test: Any, node: str | None) -> ConfluentClient:
+        client = ConfluentClient(self.options, node)
+        client.producer = Producer(client._producer_config())
+        client.consumer = Consumer(client._consumer_config())
+        client._assign(list(self.options.key_partitions), seek_to_beginning=True)
+        return client
+
+    def _common_config(self) -> dict[str, Any]:
+        return {
+            "bootstrap.servers": ",".join(self.options.bootstrap_for(self.node)),
+            "client.id": f"kchaos-{uuid.uuid4().hex[:8]}",
+            "topic.metadata.refresh.interval.ms": 1000,
+            "reconnect.backoff.max.ms": 1000,
+            "socket.timeout.ms": max(1000, int(self.options.op_timeout * 1000)),
+            "log_level": 3,
+        }
+
+    def _producer_config(self) -> dict[str, Any]:
+        options = self.options
+        timeout_ms = max(1000, int(options.op_timeout * 800))
+        return {
+            **self._common_config(),
+            "acks": options.acks,
+            "retries": options.retries,
+            "enable.idempotence": options.idempotence,
+            "linger.ms": options.linger_ms,
+            "message.timeout.ms": max(timeout_ms, options.linger_ms + 1),
+            "request.timeout.ms": timeout_ms,
+            "retry.backoff.ms": 100,
+        }
+
+    def _consumer_config(self) -> dict[str, Any]:
+        return {
+            **self._common_config(),
+            "group.id": f"kchaos-{uuid.uuid4().hex}",
+            "enable.auto.commit": False,
+            "enable.auto.offset.store": False,
+            "auto.offset.reset": "earliest",
+            "enable.partition.eof": False,
+            "fetch.wait.max.ms": 100,
+        }
+
+    def setup(self, test: Any) -> None:
+        """Create the topic (partitions = keys) and wait until every partition has a leader."""
+        options = self.options
+        admin = AdminClient({"bootstrap.servers": ",".join(options.bootstrap_servers)})
+        count = max(options.key_partitions.values()) + 1
+        future = admin.create_topics([NewTopic(options.topic, count, options.replication_factor)],
+                                     operation_timeout=30)[options.topic]
+        try:
+            future.result(timeout=SETUP_TIMEOUT)
+        except KafkaException as error:
+            if error.args[0].code() != KafkaError.TOPIC_ALREADY_EXISTS:
+                raise
+        deadline = time.monotonic() + SETUP_TIMEOUT
+        while True:
+            topic = admin.list_topics(options.topic, timeout=10).topics.get(options.topic)
+            if (topic is not None and topic.error is None and len(topic.partitions) >= count
+                    and all(p.leader >= 0 for p in topic.partitions.values())):
+                return
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"topic {options.topic} has partitions without a leader")
+            time.sleep(0.2)
+
+    def teardown(self, test: Any) -> None:
+        pass
+
+    def close(self, test: Any) -> None:
+        if self.producer is not None:
+            self.producer.purge()
+            self.producer.flush(0)
+            self.producer = None
+        if self.consumer is not None:
+            self.consumer.close()
+            self.consumer = None
+
+    # -- ops -----------------------------------------------------------------------------
+
+    def invoke(self, test: Any, op: Mapping[str, Any]) -> dict[str, Any]:
+        f = op["f"]
+        if f == "send":
+            return self._send(op)
+        if f == "poll":
+            return self._poll(op)
+        if f == "assign":
+            self._assign(list(op["value"]), bool(op.get("seek_to_beginning")))
+            return completed(op, "ok", op["value"])
+        if f == "crash":
+            return completed(op, "info", op.get("value"))
+        raise ValueError(f"unknown f {f!r} for the queue client")
+
+    def _send(self, op: Mapping[str, Any]) -> dict[str, Any]:
+        options = self.options
+        deliveries = [Delivery() for _ in op["value"]]
+
+        def report(delivery: Delivery) -> Any:
+            def delivered(error: KafkaError | None, message: Any) -> None:
+                delivery.done = True
+                if error is not None:
+                    delivery.error = error.name()
+                else:
+                    delivery.offset = message.offset()
+            return delivered
+
+        for position, (_, key, value) in enumerate(op["value"]):
+            try:
+                self.producer.produce(options.topic, value=str(value).encode(),
+                                      key=str(key).encode(),
+                                      partition=options.key_partitions[key],
+                                      on_delivery=report(deliveries[position]))
+            except (KafkaException, BufferError) as error:
+                name = (error.args[0].name() if isinstance(error, KafkaException)
+                        else "_QUEUE_FULL")
+                if position == 0 and outcome(name) == "fail":
+                    return completed(op, "fail", op["value"], error=name, acks=options.acks)
+                raise
+        self.producer.flush(options.op_timeout)
+        return send_completion(op, deliveries, retried=options.retries > 0, acks=options.acks)
+
+    def _poll(self, op: Mapping[str, Any]) -> dict[str, Any]:
+        options = self.options
+        first = self.consumer.poll(options.poll_timeout)
+        messages = []
+        if first is not None:
+            messages = [first, *self.consumer.consume(options.max_poll_records - 1, 0)]
+        reads: dict[Any, list[list[int]]] = {}
+        errors = []
+        for message in messages:
+            error = message.error()
+            if error is not None:
+                if error.fatal():
+                    raise KafkaException(error)
+                errors.append(error.name())
+                continue
+            key = self._partition_keys[message.partition()]
+            reads.setdefault(key, []).append([message.offset(), int(message.value())])
+            self.positions.read(key, message.offset())
+        return completed(op, "ok", [["poll", reads]],
+                         errors=", ".join(dict.fromkeys(errors)) or None)
+
+    def _assign(self, keys: list[Any], seek_to_beginning: bool) -> None:
+        starts = self.positions.assign(keys, seek_to_beginning)
+        self.consumer.assign([
+            TopicPartition(self.options.topic, self.options.key_partitions[key],
+                           OFFSET_BEGINNING if start is None else start)
+            for key, start in starts.items()])
