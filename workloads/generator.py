@@ -172,6 +172,8 @@ def op(gen: Any, test: Any, ctx: Context) -> tuple[dict[str, Any], Any] | _Pendi
 
 def update(gen: Any, test: Any, ctx: Context, event: Mapping[str, Any]) -> Any:
     """The generator after `event` (an invocation or a completion)."""
+    if gen is None or isinstance(gen, Mapping):
+        return gen
     if hasattr(gen, "update"):
         return gen.update(test, ctx, event)
     if isinstance(gen, list | tuple) and gen:
@@ -547,13 +549,16 @@ class ReaderState:
     process: Process | None = None
     reached: Mapping[Any, int] = field(default_factory=dict)
     idle: int = 0
+    polls: int = 0
 
 
 @dataclass(frozen=True)
 class Drain:
     """Every client thread reopens its client, assigns every key from the beginning and
-    polls until it has read up to the highest offset any op saw for each key (or after
-    `idle_polls` polls in a row that read nothing). Needs updates from the whole test."""
+    polls until it has read up to the highest offset any op saw for each key (at least
+    one poll; or after `idle_polls` polls in a row that read nothing). It needs the
+    updates of the whole test, so it must be part of the test's generator from the start
+    (`phases` passes every update to the phases to come)."""
 
     keys: tuple[Any, ...]
     idle_polls: int = 10
@@ -565,7 +570,8 @@ class Drain:
         return self.readers.get(thread, ReaderState("crash" if self.crash_first else "assign"))
 
     def caught_up(self, state: ReaderState) -> bool:
-        return all(state.reached.get(k, -1) >= offset for k, offset in self.targets.items())
+        """At least one poll, and every key read up to its highest known offset."""
+        return state.polls > 0 and all(state.reached.get(k, -1) >= offset for k, offset in self.targets.items())
 
     def op(self, test: Any, ctx: Context) -> tuple[dict, Any] | _Pending | None:
         waiting = False
@@ -609,7 +615,8 @@ class Drain:
             reached = {**state.reached}
             for key, offset in seen.items():
                 reached[key] = max(reached.get(key, -1), offset)
-            state = replace(state, reached=reached, idle=0 if seen else state.idle + 1)
+            state = replace(state, reached=reached, idle=0 if seen else state.idle + 1,
+                            polls=state.polls + 1)
         return replace(self, targets=targets, readers={**self.readers, thread: state})
 
 
