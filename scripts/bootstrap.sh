@@ -22,13 +22,14 @@ if [ ${#missing[@]} -gt 0 ]; then
 fi
 
 stamp=.venv/.kchaos-bootstrap
-want=$(sha256sum pyproject.toml | cut -d' ' -f1)
+# The editable install maps top-level packages when it runs: a new package needs it again.
+want=$( (cat pyproject.toml; ls -d -- */__init__.py) | sha256sum | cut -d' ' -f1)
 if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ]; then
     exit 0
 fi
 echo "bootstrap: preparing .venv"
 [ -x .venv/bin/python ] || python3 -m venv .venv
 .venv/bin/pip install -q --upgrade pip
-.venv/bin/pip install -q -e ".[dev]"
+.venv/bin/pip install -q -e ".[dev]" 2>&1 | grep -v -e "^WARNING: Location" -e "^\s*$" || true
 echo "$want" > "$stamp"
 echo "bootstrap: ready"
