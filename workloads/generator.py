@@ -407,7 +407,7 @@ class Phases:
             if result is PENDING:
                 return PENDING
             item, rest = result
-            return item, Phases((Synchronize(rest, True), *gens[1:]))
+            return item, Phases((rest, *gens[1:]))
         return None
 
     def update(self, test: Any, ctx: Context, event: Mapping[str, Any]) -> Phases:
@@ -571,7 +571,8 @@ class Drain:
 
     def caught_up(self, state: ReaderState) -> bool:
         """At least one poll, and every key read up to its highest known offset."""
-        return state.polls > 0 and all(state.reached.get(k, -1) >= offset for k, offset in self.targets.items())
+        return state.polls > 0 and all(
+            state.reached.get(k, -1) >= offset for k, offset in self.targets.items())
 
     def op(self, test: Any, ctx: Context) -> tuple[dict, Any] | _Pending | None:
         waiting = False
