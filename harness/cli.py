@@ -14,6 +14,7 @@ from checker.errors import HistoryError
 from checker.files import FORMAT_NAMES, MODEL_NAMES, FileResult, check_files, exit_code
 from checker.linearizability import DEFAULT_BUDGET_SECONDS, DEFAULT_MAX_CONFIGURATIONS, Budget
 from harness.cluster_cli import add_cluster_commands
+from harness.report_cli import add_report_commands
 
 INPUT_ERROR = 3
 
@@ -62,6 +63,7 @@ def build_parser() -> argparse.ArgumentParser:
     export.add_argument("--edn", metavar="FILE", required=True, help="output file, - for stdout")
     export.set_defaults(handler=_export_history)
     add_cluster_commands(commands)
+    add_report_commands(commands)
     return parser
 
 

@@ -1,0 +1,101 @@
+"""`store/index.html`: every run of a store, newest first, verdicts colored.
+
+A run is a folder `store/<test-name>/<YYYYMMDDTHHMMSS>/`; the `latest`
+symlinks are not runs. Each row names the test, the run time, the verdict,
+the anomaly counts of every checker and links to the report and the folder.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from reports.html import element, join, link, render, table, trusted
+from reports.run import RUN_FOLDER, verdict_of
+
+__all__ = ["IndexRow", "index_rows", "write_index"]
+
+LABELS = {True: ("valid", "valid"), False: ("invalid", "INVALID"),
+          "unknown": ("unknown", "unknown"), None: ("none", "no results")}
+
+
+@dataclass(frozen=True)
+class IndexRow:
+    test: str
+    run: str
+    started: datetime
+    verdict: bool | str | None
+    anomalies: dict[str, int]
+    has_report: bool
+
+
+def _results(folder: Path) -> dict[str, Any] | None:
+    try:
+        body = json.loads((folder / "results.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return body if isinstance(body, dict) else None
+
+
+def _counts(results: dict[str, Any] | None) -> dict[str, int]:
+    counts: Counter[str] = Counter()
+    for checker in ((results or {}).get("checkers") or {}).values():
+        if not isinstance(checker, dict):
+            continue
+        for kind, anomaly in (checker.get("anomalies") or {}).items():
+            if isinstance(anomaly, dict) and isinstance(anomaly.get("count"), int):
+                counts[kind] += anomaly["count"]
+    return dict(sorted(counts.items()))
+
+
+def index_rows(store: Path) -> list[IndexRow]:
+    """The runs of a store, newest first."""
+    rows = []
+    for test in sorted(p for p in store.iterdir() if p.is_dir() and not p.is_symlink()):
+        for folder in test.iterdir():
+            if folder.is_symlink() or not folder.is_dir() or not RUN_FOLDER.match(folder.name):
+                continue
+            results = _results(folder)
+            rows.append(IndexRow(test.name, folder.name,
+                                 datetime.strptime(folder.name, "%Y%m%dT%H%M%S"),
+                                 verdict_of(results), _counts(results),
+                                 (folder / "report.html").is_file()))
+    rows.sort(key=lambda r: (r.started, r.test), reverse=True)
+    return rows
+
+
+def write_index(store: str | Path) -> Path:
+    """Write `index.html` at the top of the store and return its path."""
+    store = Path(store)
+    rows = index_rows(store)
+    verdicts = Counter(LABELS.get(r.verdict, LABELS["unknown"])[1] for r in rows)
+    summary = (f"{len(rows)} runs: " + ", ".join(f"{n} {label}" for label, n in
+                                                verdicts.most_common())) if rows else "no runs"
+    body = []
+    for row in rows:
+        css, label = LABELS.get(row.verdict, LABELS["unknown"])
+        base = f"{row.test}/{row.run}/"
+        counts = join((element("div", f"{kind}: {n}") for kind, n in row.anomalies.items()))
+        body.append([
+            row.test,
+            f"{row.started:%Y-%m-%d %H:%M:%S}",
+            element("span", label, class_=f"verdict-{css}"),
+            counts or "none",
+            join([link(base + "report.html", "report") if row.has_report else "no report",
+                  " · ", link(base + "timeline.html", "timeline") if row.has_report else "",
+                  " · " if row.has_report else "", link(base, "files")]),
+        ])
+    page = render("index.html", {
+        "style": trusted("style.css"),
+        "summary": summary,
+        "rows": table(["test", "time", "verdict", "anomalies", "links"], body) if body else
+        element("p", "No runs in this store yet.", class_="muted"),
+        "written": datetime.now().strftime("%Y-%m-%d %H:%M:%S"),
+    })
+    path = store / "index.html"
+    path.write_text(page, encoding="utf-8")
+    return path

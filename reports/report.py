@@ -1,0 +1,333 @@
+"""`report.html`: what a person reads after a run.
+
+A verdict banner; per checker a summary and a table of anomalies with their
+minimal witnesses (time, process, op, key, offset, value), every lost write
+with the election it is attributed to, and links into each node's log at the
+moment of the anomaly; linearizability counterexamples; the nemesis timeline;
+the plots; the test configuration and seed. Everything from a history, a log
+or the results goes through `reports.html`, which escapes it.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from reports.html import Markup, element, join, link, render, table, trusted
+from reports.linearizability import counterexamples, render_counterexamples
+from reports.logs import LogView, write_log_views
+from reports.plots import Plot, Span, client_spans, write_plots
+from reports.run import Run, load_run, nemesis_periods, run_started
+from reports.timeline import write_timeline
+
+__all__ = ["Report", "verdict_label", "write_report"]
+
+NS = 1e9
+LOSS_KINDS = ("lost-write", "unseen", "lost-acknowledged", "lost-allowed-by-configuration")
+ELECTION_KINDS = ("unclean-election-loss", "clean-election-loss", "unexplained-loss")
+WITNESS_FIELDS = ("key", "offset", "offsets", "value", "values", "ops", "election")
+VERDICTS = {True: ("valid", "VALID"), False: ("invalid", "INVALID"),
+            "unknown": ("unknown", "UNKNOWN"), None: ("none", "NO RESULTS")}
+
+
+@dataclass(frozen=True)
+class Report:
+    """A written report: its path, the run's verdict, and the plots beside it."""
+
+    path: Path
+    verdict: bool | str | None
+    plots: tuple[Plot, ...]
+
+
+def verdict_label(verdict: bool | str | None) -> str:
+    return VERDICTS.get(verdict, VERDICTS["unknown"])[1]
+
+
+def write_report(run_dir: str | Path) -> Report:
+    """Render `report.html`, `timeline.html`, the plots and the log views of a run folder."""
+    run = load_run(run_dir)
+    spans = client_spans(run.ops)
+    plots = write_plots(run, run.directory, spans)
+    write_timeline(run.ops, spans, run.directory, title=f"{run.name}: operation timeline")
+    views = write_log_views(run.directory, run.node_logs)
+    page = _Page(run, spans, views)
+    path = run.directory / "report.html"
+    path.write_text(page.render(plots), encoding="utf-8")
+    return Report(path, run.verdict, tuple(plots))
+
+
+class _Page:
+    """The pieces of one report page."""
+
+    def __init__(self, run: Run, spans: Sequence[Span], views: Sequence[LogView]) -> None:
+        self.run = run
+        self.spans = spans
+        self.views = views
+        self.checkers: dict[str, dict[str, Any]] = dict(
+            ((run.results or {}).get("checkers") or {}).items())
+
+    def render(self, plots: Sequence[Plot]) -> str:
+        css, text = VERDICTS.get(self.run.verdict, VERDICTS["unknown"])
+        return render("report.html", {
+            "title": f"{text}: {self.run.name} {self.run.directory.name}",
+            "style": trusted("style.css"),
+            "script": trusted("report.js"),
+            "verdict_class": css,
+            "verdict_text": text,
+            "reason": self._verdict_reason(),
+            "subtitle": self._subtitle(),
+            "toc": join(link(f"#{a}", t) for a, t in (
+                ("summary", "Checkers"), ("losses", "Lost writes"), ("anomalies", "Anomalies"),
+                ("linearizability", "Linearizability"), ("nemesis", "Nemesis"),
+                ("plots", "Plots"), ("config", "Configuration"), ("logs", "Logs"),
+                ("stats", "Statistics"))),
+            "problems": join(element("p", problem, class_="problem")
+                             for problem in self.run.problems),
+            "summary": self._summary(),
+            "losses": self._losses(),
+            "anomalies": self._anomalies(),
+            "linearizability": render_counterexamples(
+                counterexamples(self.run.results, self.run.directory), self.spans),
+            "nemesis": self._nemesis(),
+            "plots": self._plots(plots),
+            "config": self._config(),
+            "logs": self._logs(),
+            "stats": self._stats(),
+            "written": datetime.now().strftime("%Y-%m-%d %H:%M:%S"),
+        })
+
+    # --- banner ---------------------------------------------------------------------------
+
+    def _verdict_reason(self) -> str:
+        verdict = self.run.verdict
+        if verdict is None:
+            return "the checkers did not run (no results.json)"
+        failing = [name for name, c in self.checkers.items() if c.get("valid") is False]
+        unknown = [name for name, c in self.checkers.items()
+                   if c.get("valid") not in (True, False)]
+        if verdict is True:
+            return "no anomalies found"
+        if verdict is False:
+            kinds = sorted({kind for name in failing for kind in
+                            (self.checkers[name].get("anomalies") or {})
+                            if kind not in (self.checkers[name].get("allowed") or [])})
+            return f"anomalies found by {', '.join(failing)}: {', '.join(kinds)}"
+        return f"{', '.join(unknown) or 'a checker'} could not decide"
+
+    def _subtitle(self) -> str:
+        run = self.run
+        started = run_started(run.directory)
+        clients = len(self.spans)
+        end = max((op.time for op in run.ops), default=0) / NS
+        parts = [run.name, f"run {run.directory.name}"]
+        if started:
+            parts.append(f"started {started:%Y-%m-%d %H:%M:%S}")
+        parts.append(f"{clients} client ops over {end:.1f} s")
+        if "seed" in run.test:
+            parts.append(f"seed {run.test['seed']}")
+        return " · ".join(parts)
+
+    # --- checkers and anomalies ---------------------------------------------------------------
+
+    def _summary(self) -> Markup:
+        if not self.checkers:
+            return element("p", "No checker results.", class_="muted")
+        rows = []
+        for name, checker in self.checkers.items():
+            allowed = set(checker.get("allowed") or [])
+            counts = join(
+                element("div", f"{kind}: {a.get('count')}",
+                        class_="allowed" if kind in allowed else None)
+                for kind, a in (checker.get("anomalies") or {}).items())
+            rows.append([_verdict_cell(checker.get("valid")), name,
+                         counts or "none", ", ".join(sorted(allowed)) or "",
+                         f"{float(checker.get('seconds') or 0):.3f}", checker.get("error")])
+        return table(["verdict", "checker", "anomalies", "allowed by configuration",
+                      "seconds", "error"], rows)
+
+    def _op(self, index: Any) -> Any:
+        ops = self.run.ops
+        if isinstance(index, int) and 0 <= index < len(ops) and ops[index].index == index:
+            return ops[index]
+        return None
+
+    def _wall_ms(self, time_ns: int | None) -> float | None:
+        start = self.run.start_wall_ms
+        return None if start is None or time_ns is None else start + time_ns / 1e6
+
+    def _log_links(self, time_ns: int | None) -> Markup:
+        wall = self._wall_ms(time_ns)
+        chosen: dict[str, LogView] = {}
+        for view in self.views:
+            current = chosen.get(view.node)
+            if current is None or ("server" in Path(view.log).name
+                                   and "server" not in Path(current.log).name):
+                chosen[view.node] = view
+        return join((link(view.href(wall), view.node) for view in chosen.values()), " ")
+
+    def _witness_row(self, witness: Mapping[str, Any]) -> list[Any]:
+        indices = witness.get("ops") or []
+        ops = [op for op in map(self._op, indices) if op is not None]
+        first = ops[0] if ops else None
+        details = join((element("div", f"{k}: {json.dumps(v, default=repr)}")
+                        for k, v in witness.items() if k not in WITNESS_FIELDS))
+        election = witness.get("election")
+        return [
+            "" if first is None else f"{first.time / NS:.3f}",
+            "" if first is None else first.process,
+            join((f"{op.f} #{op.index} ({op.type})" for op in ops), ", ") or
+            join(map(str, indices), ", "),
+            witness.get("key"),
+            witness.get("offset", witness.get("offsets")),
+            witness.get("value", witness.get("values")),
+            join([details, _election_text(election, self.run.start_wall_ms)
+                  if isinstance(election, Mapping) else ""]),
+            self._log_links(None if first is None else first.time),
+        ]
+
+    def _anomalies(self) -> Markup:
+        blocks = []
+        for name, checker in self.checkers.items():
+            anomalies = checker.get("anomalies") or {}
+            if not anomalies:
+                continue
+            allowed = set(checker.get("allowed") or [])
+            blocks.append(element("h3", f"{name}"))
+            for kind, anomaly in anomalies.items():
+                examples = [w for w in anomaly.get("examples") or [] if isinstance(w, Mapping)]
+                note = " (allowed by this configuration)" if kind in allowed else ""
+                blocks.append(element(
+                    "p", element("strong", kind), f": {anomaly.get('count')} found, "
+                    f"{len(examples)} witnesses shown{note}"))
+                blocks.append(table(
+                    ["time (s)", "process", "ops", "key", "offset", "value", "details", "logs"],
+                    (self._witness_row(w) for w in examples)))
+        if not blocks:
+            return element("p", "No anomalies.", class_="muted")
+        return join(blocks)
+
+    def _losses(self) -> Markup:
+        losses: dict[tuple[str, str], dict[str, Any]] = {}
+        attributed: dict[tuple[str, str], tuple[str, dict[str, Any]]] = {}
+        total = 0
+        for checker in self.checkers.values():
+            for kind, anomaly in (checker.get("anomalies") or {}).items():
+                for witness in anomaly.get("examples") or []:
+                    if not isinstance(witness, Mapping):
+                        continue
+                    identity = (repr(witness.get("key")), repr(witness.get("value")))
+                    if kind in LOSS_KINDS:
+                        losses.setdefault(identity, {**witness, "kind": witness.get("kind",
+                                                                                    kind)})
+                    elif kind in ELECTION_KINDS:
+                        attributed[identity] = (kind, witness)
+                        losses.setdefault(identity, {**witness, "kind": "lost"})
+            anomalies = checker.get("anomalies") or {}
+            total = max(total, sum(anomalies[k].get("count", 0) for k in ("lost-write", "unseen")
+                                   if k in anomalies))
+        if not losses:
+            return element("p", "No write was lost.", class_="muted")
+        rows = []
+        for identity, witness in sorted(losses.items(), key=lambda kv: kv[1].get("ops") or []):
+            first = self._op((witness.get("ops") or [None])[0])
+            kind, election = attributed.get(identity, (None, None))
+            if election is None:
+                blame: Any = ("no election witness (elections checker did not run, or the "
+                              "write was not acknowledged)")
+            elif kind == "unexplained-loss":
+                blame = element("span", "unexplained: no election after the ack",
+                                class_="verdict-invalid")
+            else:
+                blame = _election_text(election.get("election") or {}, self.run.start_wall_ms)
+            rows.append([witness.get("key"), witness.get("value"), witness.get("offset"),
+                         "" if first is None else f"{first.time / NS:.3f}",
+                         witness.get("kind"), blame,
+                         self._log_links(None if first is None else first.time)])
+        shown = element("p", f"{len(losses)} lost writes shown (of {max(total, len(losses))} "
+                             "counted; the checkers keep up to 32 witnesses per type).",
+                        class_="muted")
+        return join([shown, table(["key", "value", "offset", "acknowledged at (s)", "kind",
+                                   "election", "logs"], rows)])
+
+    # --- the rest -------------------------------------------------------------------------
+
+    def _nemesis(self) -> Markup:
+        periods = nemesis_periods(self.run.ops)
+        if not periods:
+            return element("p", "No nemesis operations.", class_="muted")
+        rows = [[p.f, f"{p.start / NS:.3f}",
+                 "never healed" if p.end is None else f"{p.end / NS:.3f}",
+                 "" if p.end is None else f"{(p.end - p.start) / NS:.3f}",
+                 json.dumps(p.value, default=repr), join(map(str, p.ops), ", "),
+                 self._log_links(p.start)]
+                for p in periods]
+        return table(["fault", "from (s)", "to (s)", "duration (s)", "targets / result",
+                      "ops", "logs"], rows)
+
+    def _plots(self, plots: Sequence[Plot]) -> Markup:
+        if not plots:
+            return element("p", "Nothing to plot (no operations).", class_="muted")
+        return join(element("figure", element("img", src=p.file, alt=p.title, loading="eager"),
+                            element("figcaption", p.caption)) for p in plots)
+
+    def _config(self) -> Markup:
+        test = self.run.test
+        if not test:
+            return element("p", "No test.json.", class_="muted")
+        ordered = sorted(test, key=lambda k: (k != "seed", k != "name", k))
+        rows = [[key, test[key] if isinstance(test[key], str) else
+                 json.dumps(test[key], default=repr, indent=None)] for key in ordered]
+        return table(["setting", "value"], rows, class_="config")
+
+    def _logs(self) -> Markup:
+        if not self.run.node_logs:
+            return element("p", "No node logs were downloaded.", class_="muted")
+        views = {view.log: view for view in self.views}
+        rows = []
+        for node, logs in self.run.node_logs.items():
+            cells = []
+            for log in logs:
+                view = views.get(log.as_posix())
+                cells.append(element("div", link(view.view if view else log.as_posix(),
+                                                 log.as_posix()),
+                                     " · ", link(log.as_posix(), "raw")))
+            rows.append([node, join(cells)])
+        log = self.run.directory / "kchaos.log"
+        harness = element("p", link("kchaos.log", "harness log (kchaos.log)")) if log.is_file() \
+            else Markup("")
+        return join([harness, table(["node", "logs"], rows)])
+
+    def _stats(self) -> Markup:
+        if not self.checkers:
+            return Markup("")
+        return join(element("details", element("summary", name),
+                            element("pre", json.dumps(c.get("stats") or {}, indent=1,
+                                                      default=repr)))
+                    for name, c in self.checkers.items())
+
+
+def _verdict_cell(valid: Any) -> Markup:
+    css, text = VERDICTS.get(valid if valid in (True, False, None) else "unknown")
+    return element("span", text, class_=f"verdict-{css}")
+
+
+def _election_text(election: Mapping[str, Any], start_wall_ms: float | None) -> Markup:
+    if not election:
+        return Markup("")
+    when = election.get("time")
+    at = (f"+{(when - start_wall_ms) / 1000:.3f} s" if isinstance(when, int | float)
+          and start_wall_ms is not None else f"at {when} ms")
+    kind = "unclean" if election.get("unclean") else "clean"
+    parts = [element("span", f"{kind} election", class_=f"tag {kind}"),
+             f" {at}: {election.get('topic')}-{election.get('partition')} leader "
+             f"{election.get('old_leader')} → {election.get('new_leader')}, leader epoch "
+             f"{election.get('leader_epoch')}, ISR {election.get('isr')}, controller "
+             f"{election.get('controller_id')} (epoch {election.get('controller_epoch')}, "
+             f"logged by {election.get('node')})"]
+    if election.get("zombie-leader"):
+        parts.append(" — the acknowledging leader had already been deposed")
+    return join(parts)

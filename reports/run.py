@@ -1,0 +1,163 @@
+"""A stored run, loaded for reporting (DESIGN.md, "Store").
+
+`load_run` reads what a run folder holds and never raises on a missing or
+broken file: a harness that crashed still deserves a report, so each problem is
+kept in `Run.problems` and shown. Nemesis ops become `NemesisPeriod`s (a fault
+from its start op to its stop op or the next `heal`).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from checker.errors import HistoryError
+from checker.events import ControllerEvent, event_log_paths, read_event_logs
+from checker.history import NEMESIS, Op, read_history
+
+__all__ = ["NemesisPeriod", "Run", "load_run", "nemesis_periods", "run_started", "verdict_of"]
+
+STOPS = {
+    "start-partition": "stop-partition",
+    "start-packet-loss": "stop-packet-loss",
+    "kill": "start",
+    "pause": "resume",
+    "pause-zookeeper": "resume-zookeeper",
+}
+HEAL = "heal"
+RUN_FOLDER = re.compile(r"\d{8}T\d{6}\Z")
+LOG_SUFFIXES = (".log", ".out", ".jsonl", ".txt")
+
+
+@dataclass(frozen=True)
+class NemesisPeriod:
+    """A fault in force from `start` to `end` (ns since the test started; None: never healed).
+    An instantaneous fault (restart, expire-session) has `end == start`."""
+
+    f: str
+    start: int
+    end: int | None
+    value: Any
+    ops: tuple[int, ...]
+
+
+@dataclass
+class Run:
+    """What a run folder holds. `ops` is empty when the history is missing or malformed."""
+
+    directory: Path
+    name: str
+    test: dict[str, Any] = field(default_factory=dict)
+    results: dict[str, Any] | None = None
+    ops: list[Op] = field(default_factory=list)
+    events: list[ControllerEvent] = field(default_factory=list)
+    node_logs: dict[str, list[Path]] = field(default_factory=dict)
+    problems: list[str] = field(default_factory=list)
+
+    @property
+    def verdict(self) -> bool | str | None:
+        return verdict_of(self.results)
+
+    @property
+    def start_wall_ms(self) -> float | None:
+        value = self.test.get("start_wall_ms")
+        return float(value) if isinstance(value, int | float) else None
+
+    def nemesis_ops(self) -> list[Op]:
+        return [op for op in self.ops if op.process == NEMESIS]
+
+
+def verdict_of(results: dict[str, Any] | None) -> bool | str | None:
+    """True, False, "unknown", or None when there are no results."""
+    if not isinstance(results, dict) or "valid" not in results:
+        return None
+    valid = results["valid"]
+    return valid if valid in (True, False) else "unknown"
+
+
+def run_started(directory: Path) -> datetime | None:
+    """The start time spelled by a run folder's name (YYYYMMDDTHHMMSS)."""
+    if not RUN_FOLDER.match(directory.name):
+        return None
+    return datetime.strptime(directory.name, "%Y%m%dT%H%M%S")
+
+
+def _json_file(path: Path, problems: list[str]) -> Any:
+    if not path.is_file():
+        problems.append(f"{path.name} is missing")
+        return None
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as error:
+        problems.append(f"{path.name} cannot be read: {error}")
+        return None
+
+
+def load_run(directory: str | Path) -> Run:
+    """Everything a report needs from a run folder."""
+    directory = Path(directory).resolve()
+    problems: list[str] = []
+    test = _json_file(directory / "test.json", problems)
+    test = test if isinstance(test, dict) else {}
+    results = _json_file(directory / "results.json", problems)
+    name = str(test.get("name") or directory.parent.name)
+    run = Run(directory, name, test, results if isinstance(results, dict) else None,
+              problems=problems)
+    history = directory / "history.jsonl"
+    if history.is_file():
+        try:
+            run.ops = list(read_history(history))
+        except (HistoryError, OSError) as error:
+            problems.append(f"history.jsonl cannot be read: {error}")
+    else:
+        problems.append("history.jsonl is missing")
+    try:
+        run.events = read_event_logs(event_log_paths(directory)).events
+    except (HistoryError, OSError) as error:
+        problems.append(f"controller event log cannot be read: {error}")
+    run.node_logs = _node_logs(directory)
+    return run
+
+
+def _node_logs(directory: Path) -> dict[str, list[Path]]:
+    nodes = directory / "nodes"
+    if not nodes.is_dir():
+        return {}
+    found: dict[str, list[Path]] = {}
+    for node in sorted(p for p in nodes.iterdir() if p.is_dir()):
+        found[node.name] = sorted(p.relative_to(directory) for p in node.rglob("*")
+                                  if p.is_file() and p.suffix in LOG_SUFFIXES)
+    return found
+
+
+def nemesis_periods(ops: list[Op]) -> list[NemesisPeriod]:
+    """Faults in force over time, from the nemesis ops (completions, or lone info ops)."""
+    periods: list[NemesisPeriod] = []
+    open_faults: dict[str, tuple[int, Any, list[int]]] = {}
+    stop_of = dict(STOPS)
+    for op in ops:
+        if op.process != NEMESIS or op.type == "invoke":
+            continue
+        f = op.f
+        if f.startswith("start-") and f not in stop_of:
+            stop_of[f] = "stop-" + f[len("start-"):]
+        starts_for_stop = [s for s, stop in stop_of.items() if stop == f and s in open_faults]
+        if f == HEAL:
+            starts_for_stop = list(open_faults)
+        if starts_for_stop:
+            for start in starts_for_stop:
+                began, value, indices = open_faults.pop(start)
+                periods.append(NemesisPeriod(start, began, op.time, value,
+                                             (*indices, op.index)))
+        elif f in stop_of:
+            if f not in open_faults:
+                open_faults[f] = (op.time, op.value, [op.index])
+        elif f != HEAL and f not in stop_of.values():
+            periods.append(NemesisPeriod(f, op.time, op.time, op.value, (op.index,)))
+    for start, (began, value, indices) in open_faults.items():
+        periods.append(NemesisPeriod(start, began, None, value, tuple(indices)))
+    return sorted(periods, key=lambda p: p.start)
