@@ -26,12 +26,13 @@ def cluster(zookeeper, tmp_path_factory):
 
 
 def run_workload(cluster, path, client, topic, *, seconds=6.0, crash_weight=0.03,
-                 during=None):
+                 max_sends_per_op=1, during=None):
     """Setup, `seconds` of the queue workload, then heal (no-op) and drain; the ops."""
     servers = tuple(b.bootstrap for b in cluster.brokers.values())
     options = QueueOptions(bootstrap_servers=servers, client=client, topic=topic, keys=3,
                            concurrency=3, rate=40, crash_weight=crash_weight, seed=11,
-                           op_timeout=4, drain_idle_polls=6)
+                           op_timeout=4, drain_idle_polls=6,
+                           max_sends_per_op=max_sends_per_op)
     workload = queue_workload(options)
     whole = gen.phases(
         gen.time_limit(seconds, gen.clients(workload.generator)),
@@ -55,12 +56,13 @@ def run_workload(cluster, path, client, topic, *, seconds=6.0, crash_weight=0.03
 @pytest.mark.parametrize("client", ["confluent", "kafka-python"])
 def test_queue_workload_history_is_valid(cluster, tmp_path, client):
     ops, result, progress = run_workload(cluster, tmp_path / "history.jsonl", client,
-                                         f"queue-{client}")
+                                         f"queue-{client}", max_sends_per_op=3)
     assert result.valid is True, (result.anomalies, progress)
     fs = [op.f for op in ops]
     sends = [op for op in ops if op.f == "send" and op.type == "ok"]
     assert len(sends) > 60, progress
     assert all(micro[2][0] is not None for op in sends for micro in op.value)
+    assert any(len(op.value) > 1 for op in sends), "several micro-ops, one flush"
     read = {v for op in ops if op.f == "poll" and op.type == "ok"
             for pairs in op.value[0][1].values() for _, v in pairs}
     assert {micro[2][1] for op in sends for micro in op.value} <= read
