@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from workloads import final
 from workloads import generator as gen
 from workloads.generator import PENDING, Context
 
@@ -166,7 +167,7 @@ def sends_then_drain(drain):
 
 
 def test_drain_polls_until_caught_up_with_highest_offset():
-    g = sends_then_drain(gen.drain([0, 1]))
+    g = sends_then_drain(final.drain([0, 1]))
     ctx = Context.initial(1)
     ops, polls = [], 0
     for _ in range(50):
@@ -194,7 +195,7 @@ def test_drain_polls_until_caught_up_with_highest_offset():
 
 
 def test_drain_gives_up_after_idle_polls_and_retries_failed_assign():
-    g = sends_then_drain(gen.drain([0, 1], idle_polls=2, crash_first=False))
+    g = sends_then_drain(final.drain([0, 1], idle_polls=2, crash_first=False))
     ctx = Context.initial(1)
     ops, assigns = [], 0
     for _ in range(50):
@@ -218,7 +219,7 @@ def test_drain_gives_up_after_idle_polls_and_retries_failed_assign():
 
 
 def test_final_phase_heals_sleeps_then_drains():
-    g = gen.final_phase({"f": "heal", "type": "info"}, gen.drain([0], crash_first=False),
+    g = final.final_phase({"f": "heal", "type": "info"}, final.drain([0], crash_first=False),
                         recovery_seconds=2)
     ops = run(g, concurrency=1, limit=4)
     assert [(op["f"], op["process"]) for op in ops] == [

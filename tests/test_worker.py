@@ -9,6 +9,7 @@ import pytest
 
 from checker.history import load_history
 from checker.queue import QueueChecker
+from workloads import final
 from workloads import generator as gen
 from workloads.client import completed
 from workloads.queue import QueueOptions, queue_workload
@@ -103,7 +104,7 @@ def test_queue_workload_in_memory_is_valid(tmp_path):
     schedule = gen.nemesis({"f": "kill", "type": "info", "value": "one",
                             "time": gen.NS_PER_SECOND})
     main = gen.time_limit(2, gen.any_of(gen.clients(workload.generator), schedule))
-    whole = gen.phases(main, gen.final_phase({"f": "heal", "type": "info"},
+    whole = gen.phases(main, final.final_phase({"f": "heal", "type": "info"},
                                              workload.final_generator, recovery_seconds=0.1))
     path = tmp_path / "history.jsonl"
     with HistoryWriter(path) as history:

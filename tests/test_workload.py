@@ -9,6 +9,7 @@ import pytest
 from checker.history import HistoryWriter, load_history
 from checker.queue import QueueChecker
 from tests.brokers import BrokerCluster
+from workloads import final
 from workloads import generator as gen
 from workloads.queue import QueueOptions, queue_workload
 from workloads.worker import Interpreter
@@ -36,7 +37,7 @@ def run_workload(cluster, path, client, topic, *, seconds=6.0, crash_weight=0.03
     workload = queue_workload(options)
     whole = gen.phases(
         gen.time_limit(seconds, gen.clients(workload.generator)),
-        gen.final_phase({"f": "heal", "type": "info"}, workload.final_generator,
+        final.final_phase({"f": "heal", "type": "info"}, workload.final_generator,
                         recovery_seconds=0.5, client_seconds=30))
     with HistoryWriter(path) as history:
         interpreter = Interpreter({}, workload.client, history, concurrency=3,

@@ -15,6 +15,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from workloads import final
 from workloads import generator as gen
 from workloads.client import Client, ClientOptions
 
@@ -160,7 +161,7 @@ def queue_workload(options: QueueOptions,
     return Workload(
         client=factory(options.client, options.client_options()),
         generator=generator,
-        final_generator=gen.drain(keys, options.drain_idle_polls),
+        final_generator=final.drain(keys, options.drain_idle_polls),
         key_partitions={key: (options.topic, key) for key in keys},
         concurrency=options.concurrency,
         test_fields={"acks": options.acks, "idempotence": options.idempotence,
