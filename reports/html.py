@@ -15,7 +15,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-__all__ = ["Markup", "element", "escape", "join", "link", "render", "static_text", "table",
+__all__ = ["Markup", "element", "escape", "facts", "join", "link", "render", "static_text", "table",
            "trusted"]
 
 STATIC = Path(__file__).parent / "static"
@@ -57,6 +57,12 @@ def table(headers: Iterable[Any], rows: Iterable[Iterable[Any]], **attributes: A
     head = element("tr", *(element("th", h) for h in headers))
     body = join(element("tr", *(element("td", cell) for cell in row)) for row in rows)
     return element("table", element("thead", head), element("tbody", body), **attributes)
+
+
+def facts(rows: Iterable[tuple[Any, Any]]) -> Markup:
+    """A two-column table of name, value without a header row."""
+    body = join(element("tr", element("th", name), element("td", value)) for name, value in rows)
+    return element("table", element("tbody", body), class_="config")
 
 
 @cache

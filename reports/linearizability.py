@@ -16,7 +16,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from reports.html import Markup, element, join, table
+from reports.html import Markup, element, facts, join, table
 from reports.plots import Span
 
 __all__ = ["counterexamples", "render_counterexamples"]
@@ -105,14 +105,15 @@ def _section(source: str, partition: Mapping[str, Any], spans: Mapping[int, Span
     descriptions = {str(k): v for k, v in (example.get("descriptions") or {}).items()}
     roles = _roles(example)
     stuck_text = "; ".join(descriptions.get(str(i), f"op {i}") for i in example.get("stuck") or [])
-    facts = table(["", ""], [
+    where = partition.get("partition")
+    summary = facts([
         ["history", source or "history.jsonl"],
-        ["partition", partition.get("partition")],
+        ["partition", "the whole history" if where is None else where],
         ["operations in the partition", partition.get("ops")],
         ["longest linearizable prefix", f"{len(example.get('prefix') or [])} ops"],
         ["model state after it", example.get("state")],
         ["cannot linearize", stuck_text],
-    ], class_="config")
+    ])
     chosen = []
     for index, role in sorted(roles.items()):
         span = spans.get(index)
@@ -125,8 +126,9 @@ def _section(source: str, partition: Mapping[str, Any], spans: Mapping[int, Span
                element("p", "The ops of this counterexample are not in the run's history.",
                        class_="notice"))
     return join([
-        element("h3", f"Partition {partition.get('partition')!s}: not linearizable"),
-        facts, drawing,
+        element("h3", "The whole history is not linearizable" if where is None
+                else f"Partition {where}: not linearizable"),
+        summary, drawing,
         table(["role", "process", "invoke #", "call (s)", "return (s)", "operation"], rows),
     ])
 

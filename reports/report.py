@@ -115,6 +115,8 @@ class _Page:
             kinds = sorted({kind for name in failing for kind in
                             (self.checkers[name].get("anomalies") or {})
                             if kind not in (self.checkers[name].get("allowed") or [])})
+            if not kinds:
+                return f"failed: {', '.join(failing)}"
             return f"anomalies found by {', '.join(failing)}: {', '.join(kinds)}"
         return f"{', '.join(unknown) or 'a checker'} could not decide"
 
