@@ -206,3 +206,31 @@ def test_progress_tracks_current_faults():
     assert set(progress.snapshot()["faults"]) == {"kill"}
     progress.nemesis({"f": "heal"})
     assert progress.snapshot()["faults"] == {}
+
+
+def test_nemesis_package_schedule_runs_at_its_times(tmp_path):
+    """A nemesis package's Schedule (ops carrying their start times) under `gen.nemesis`."""
+    from checker.history import HistoryWriter
+    from nemesis.package import Schedule
+
+    schedule = Schedule(({"type": "info", "process": "nemesis", "f": "kill", "value": "one",
+                          "time": gen.NS_PER_SECOND // 2},
+                         {"type": "info", "process": "nemesis", "f": "start", "value": None,
+                          "time": gen.NS_PER_SECOND}))
+    nemesis = FakeNemesis()
+    path = tmp_path / "h.jsonl"
+    with HistoryWriter(path) as history:
+        interpreter = Interpreter({}, MemoryClient(MemoryLog(), 1), history, concurrency=1,
+                                  nemesis=nemesis)
+        interpreter.run(gen.any_of(
+            gen.nemesis(schedule),
+            gen.clients(gen.time_limit(1.5, gen.delay(0.1, gen.repeat(
+                {"f": "poll", "value": [["poll"]]}))))))
+    ops = load_history(path)
+    nemesis_ops = [op for op in ops if op.process == "nemesis"]
+    assert [(op.f, op.type) for op in nemesis_ops] == [
+        ("kill", "info"), ("kill", "info"), ("start", "info"), ("start", "info")]
+    assert nemesis_ops[0].time >= gen.NS_PER_SECOND // 2
+    assert nemesis_ops[2].time >= gen.NS_PER_SECOND
+    assert nemesis.ops == ["kill", "start"]
+    assert 10 <= sum(1 for op in ops if op.f == "poll" and op.type == "ok") <= 16

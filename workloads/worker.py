@@ -179,14 +179,17 @@ class Interpreter:
                 wait = IDLE_WAIT_SECONDS
                 if result is not None and result is not gen.PENDING:
                     item, following = result
-                    if item["time"] <= now:
-                        thread = ctx.thread_of(item["process"])
+                    thread = ctx.thread_of(item["process"])
+                    if thread not in ctx.free:
+                        wait = IDLE_WAIT_SECONDS
+                    elif item["time"] <= now:
                         ctx = ctx.busy(thread)
                         generator = gen.update(following, self.test, ctx, item)
                         outstanding += 1
                         inboxes[thread].put(item)
                         continue
-                    wait = (item["time"] - now) / NS_PER_SECOND
+                    else:
+                        wait = (item["time"] - now) / NS_PER_SECOND
                 if deadline is not None:
                     wait = min(wait, (deadline - now) / NS_PER_SECOND)
                 done = self._next_completion(max(wait, 0.0))
