@@ -204,3 +204,10 @@ def test_kchaos_report_command(store: Path, capsys) -> None:
     assert (store / "index.html").is_file()
     assert main(["report", str(store / "latest")]) == 0
     assert main(["report", str(store / "nowhere")]) == 3
+
+
+def test_exported_members() -> None:
+    import reports
+
+    assert sorted(reports.__all__) == ["Report", "make_server", "write_index", "write_report"]
+    assert all(hasattr(reports, name) for name in reports.__all__)
