@@ -21,7 +21,7 @@ __all__ = ["MAX_OPS", "describe_op", "write_timeline"]
 MAX_OPS = 10_000
 COLUMN = 120
 GAP = 6
-ROW = 8
+ROW = 14
 HEAD = 24
 
 
