@@ -5,7 +5,10 @@ The pipeline, the same in the calling process and on Spark (`checker.spark`):
 `analyse_key` pairs one key's sends with their completions and runs one finder
 per anomaly on the key's log; `fold` merges the key reports into a
 `QueueAnalysis`, resolving sends of unknown outcome (`info`) that count as
-committed because some value of their op was read, possibly at another key.
+committed because some value of their op was read, possibly at another key. Only a
+`txn` op is atomic: a `send` op's micro-ops are separate produce requests that may
+partly succeed, so an unknown-outcome send micro-op is committed only if its own value
+was read.
 `QueueChecker` judges the analysis against `allowed_anomalies(test)`.
 
 Anomalies (witnesses name ops by index):
@@ -137,8 +140,8 @@ def events_of(index: int, when: int, kind: str, process: Any, f: str, value: Any
               extra: Mapping[str, Any]) -> list[tuple[Key, Event]]:
     """The per-key events of one op; raises ValueError on a malformed queue value.
 
-    INVOKE   (index, 0, process, time, [(pos, value)], acks, node)
-    COMPLETE (index, 1, process, time, type, [(pos, offset|None, value)], acks, node)
+    INVOKE   (index, 0, process, time, [(pos, value)], acks, node, atomic)
+    COMPLETE (index, 1, process, time, type, [(pos, offset|None, value)], acks, node, atomic)
     READ     (index, 2, process, time, [(offset, value)])
     and (RESET, (index, process)) for an invoked assign, subscribe or crash.
     """
@@ -178,13 +181,15 @@ def events_of(index: int, when: int, kind: str, process: Any, f: str, value: Any
         else:
             raise ValueError(f"unknown micro-op {name!r}")
     acks, node = extra.get("acks"), extra.get("node")
+    atomic = f == "txn"
     events: list[tuple[Key, Event]] = []
     for key, items in sends.items():
         if kind == "invoke":
             events.append((key, (index, INVOKE, process, when,
-                                 [(p, v) for p, _, v in items], acks, node)))
+                                 [(p, v) for p, _, v in items], acks, node, atomic)))
         else:
-            events.append((key, (index, COMPLETE, process, when, kind, items, acks, node)))
+            events.append((key, (index, COMPLETE, process, when, kind, items, acks, node,
+                                 atomic)))
     for key, pairs in reads.items():
         events.append((key, (index, READ, process, when, pairs)))
     return events
@@ -217,6 +222,7 @@ class Write:
     acks: Any
     node: Any
     position: int
+    atomic: bool
 
 
 @dataclass
@@ -249,10 +255,10 @@ def pair_key_events(events: list[Event]) -> tuple[list[Write], list[Event]]:
     open_invokes: dict[Any, Event] = {}
 
     def unfinished(invoke: Event) -> None:
-        index, _, process, when, items, acks, node = invoke
+        index, _, process, when, items, acks, node, atomic = invoke
         for position, value in items:
             writes.append(Write(value, None, "info", process, index, index, when, acks, node,
-                                position))
+                                position, atomic))
 
     for event in events:
         process = event[2]
@@ -262,7 +268,7 @@ def pair_key_events(events: list[Event]) -> tuple[list[Write], list[Event]]:
                 unfinished(previous)
             open_invokes[process] = event
         elif event[1] == COMPLETE:
-            index, _, _, when, status, items, acks, node = event
+            index, _, _, when, status, items, acks, node, atomic = event
             invoke = open_invokes.pop(process, None)
             invoke_index = index if invoke is None else invoke[0]
             if invoke is not None:
@@ -270,7 +276,7 @@ def pair_key_events(events: list[Event]) -> tuple[list[Write], list[Event]]:
                 node = invoke[6] if node is None else node
             for position, offset, value in items:
                 writes.append(Write(value, offset, status, process, invoke_index, index, when,
-                                    acks, node, position))
+                                    acks, node, position, atomic))
         else:
             previous = open_invokes.pop(process, None)
             if previous is not None:
@@ -366,7 +372,7 @@ def _losses(report: KeyReport, writer: dict[Any, Write],
             continue
         seen = first_read.get(value)
         if seen is not None:
-            if w.status == "info":
+            if w.status == "info" and w.atomic:
                 report.committed_info.add(w.invoke)
             start, end = w.time // NS_PER_SECOND, seen[1] // NS_PER_SECOND
             if start < end:
@@ -388,7 +394,7 @@ def _losses(report: KeyReport, writer: dict[Any, Write],
             if kind == "unseen":
                 second = w.time // NS_PER_SECOND
                 deltas[second] = deltas.get(second, 0) + 1
-        else:
+        elif w.atomic:
             report.pending.append(loss)
 
 

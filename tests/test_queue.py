@@ -96,6 +96,15 @@ def test_an_info_send_is_committed_when_another_send_of_its_op_was_read():
     assert anomalies["unseen"]["examples"][0]["value"] == 10
 
 
+def test_a_send_op_is_not_atomic_so_its_unread_info_values_are_not_losses():
+    b = Builder()
+    invoked = [["send", 1, 10], ["send", 2, 20]]
+    b.op(0, "send", invoked, "info", invoked)
+    b.send(1, 1, 11, 0)
+    b.poll(5, {1: [(0, 11)], 2: [(0, 20)]})
+    assert found(b) == {}
+
+
 def test_an_info_send_nobody_read_is_not_a_loss():
     b = Builder()
     b.send(0, 1, 10, kind="info")
