@@ -131,7 +131,9 @@ def test_produce_fetch_list_offsets_and_errors(single):
 
     data = fetch(-1)
     assert data.error_code == 0 and data.high_watermark == 5 and data.records
-    assert fetch(-1, offset=99).error_code == ErrorCode.OFFSET_OUT_OF_RANGE
+    out_of_range = fetch(-1, offset=99)
+    assert out_of_range.error_code == ErrorCode.OFFSET_OUT_OF_RANGE
+    assert out_of_range.records == b"", "librdkafka rejects null records (MessageSetSize -1)"
     leader_epoch = call(port, MetadataRequest(topics=[MetadataRequest.MetadataRequestTopic(
         name="api")]), MetadataResponse, 8).topics[0].partitions[0].leader_epoch
     assert fetch(leader_epoch).error_code == 0

@@ -96,7 +96,7 @@ def _read_one(context, name: str, part, replica_id: int, max_bytes: int):
             log_start_offset=-1,
             aborted_transactions=None,
             preferred_read_replica=-1,
-            records=None,
+            records=b"",
         )
     return PartitionData(
         partition_index=part.partition,
