@@ -15,6 +15,7 @@ from checker.files import FORMAT_NAMES, MODEL_NAMES, FileResult, check_files, ex
 from checker.linearizability import DEFAULT_BUDGET_SECONDS, DEFAULT_MAX_CONFIGURATIONS, Budget
 from harness.cluster_cli import add_cluster_commands
 from harness.report_cli import add_report_commands
+from harness.run_cli import add_run_commands
 
 INPUT_ERROR = 3
 
@@ -62,6 +63,7 @@ def build_parser() -> argparse.ArgumentParser:
     export.add_argument("--format", choices=FORMAT_NAMES, default="auto")
     export.add_argument("--edn", metavar="FILE", required=True, help="output file, - for stdout")
     export.set_defaults(handler=_export_history)
+    add_run_commands(commands)
     add_cluster_commands(commands)
     add_report_commands(commands)
     return parser

@@ -1,0 +1,60 @@
+"""Live progress of a run on the terminal: elapsed and remaining time, ops/s, outcomes, faults.
+
+On a terminal one status line is redrawn every second; otherwise (CI, a pipe) a plain
+line is printed every `plain_interval` seconds.
+"""
+
+from __future__ import annotations
+
+import sys
+import threading
+from collections.abc import Callable, Mapping
+from typing import Any, TextIO
+
+__all__ = ["ProgressPrinter", "describe"]
+
+
+def describe(snapshot: Mapping[str, Any], time_limit: float) -> str:
+    """One status line from `Progress.snapshot()`."""
+    elapsed = snapshot["elapsed"]
+    remaining = max(0.0, time_limit - elapsed)
+    phase = f"{remaining:4.0f}s left" if remaining > 0 else "final phase"
+    faults = ", ".join(f"{f} {value}" for f, value in snapshot["faults"].items()) or "none"
+    return (f"[{elapsed:5.0f}s, {phase}] {snapshot['ops_per_second']:6.1f} ops/s  "
+            f"ok {snapshot['ok']}  fail {snapshot['fail']}  info {snapshot['info']}  "
+            f"faults: {faults}")
+
+
+class ProgressPrinter:
+    """A background thread printing `describe(snapshot())` until stopped."""
+
+    def __init__(self, snapshot: Callable[[], Mapping[str, Any]], time_limit: float,
+                 out: TextIO = sys.stderr, plain_interval: float = 5.0) -> None:
+        self.snapshot = snapshot
+        self.time_limit = time_limit
+        self.out = out
+        self.interactive = out.isatty()
+        self.interval = 1.0 if self.interactive else plain_interval
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, name="progress", daemon=True)
+
+    def __enter__(self) -> ProgressPrinter:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+        self._print(final=True)
+
+    def _loop(self) -> None:
+        while not self._stop.wait(self.interval):
+            self._print()
+
+    def _print(self, final: bool = False) -> None:
+        line = describe(self.snapshot(), self.time_limit)
+        if self.interactive:
+            self.out.write("\r\033[K" + line + ("\n" if final else ""))
+        else:
+            self.out.write(line + "\n")
+        self.out.flush()

@@ -1,0 +1,78 @@
+"""Named scenarios: a configuration and a staged fault schedule in place of the random one.
+
+`kchaos run --scenario NAME` applies `Scenario.config` over the user's configuration
+and replaces the nemesis schedule with `Scenario.schedule(config)`: nemesis ops with
+the time (seconds since the test started) at which to invoke them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from harness.config import TestConfig
+
+__all__ = ["SCENARIOS", "Scenario", "apply_scenario"]
+
+NS_PER_SECOND = 1_000_000_000
+
+
+@dataclass(frozen=True)
+class Scenario:
+    name: str
+    description: str
+    config: Mapping[str, Any]
+    broker_config: Mapping[str, str]
+    schedule: Callable[[TestConfig], tuple[dict, ...]]
+    faults: tuple[str, ...] = field(default=())
+
+
+def _at(seconds: float, f: str, value: Any) -> dict:
+    return {"type": "info", "process": "nemesis", "f": f, "value": value,
+            "time": int(seconds * NS_PER_SECOND)}
+
+
+def _unclean_2013(config: TestConfig) -> tuple[dict, ...]:
+    """Kafka 2013 (KAFKA-1211 era, Jepsen's Kafka post): the leader of partition 0 loses its
+    followers but keeps ZooKeeper, shrinks the ISR to itself and, with min.insync.replicas=1,
+    keeps acknowledging acks=all writes; then its ZooKeeper session expires, the controller
+    elects an out-of-sync follower (unclean), and when the network heals the old leader
+    truncates what it had acknowledged."""
+    lag = float(config.broker_config.get("replica.lag.time.max.ms", 3000)) / 1000
+    target = {"shape": "leader-from-followers", "topic": "kchaos", "partition": 0}
+    isolated = 3.0
+    expire = isolated + lag + 6.0
+    heal = expire + 8.0
+    leader = {"target": "leader", "topic": "kchaos", "partition": 0}
+    return (
+        _at(isolated, "start-partition", target),
+        _at(expire, "expire-session", leader),
+        _at(heal, "stop-partition", None),
+    )
+
+
+SCENARIOS: dict[str, Scenario] = {
+    "unclean-2013": Scenario(
+        name="unclean-2013",
+        description="cut a leader off from its followers, let it accept writes, expire its "
+                    "ZooKeeper session, heal: acknowledged writes lost to an unclean election",
+        config={"acks": "all", "time_limit": 30.0, "keys": 2, "nemesis": "none"},
+        broker_config={"unclean.leader.election.enable": "true", "min.insync.replicas": "1",
+                       "replica.lag.time.max.ms": "3000"},
+        schedule=_unclean_2013,
+        faults=("leader-from-followers", "expire-session"),
+    ),
+}
+
+
+def apply_scenario(config: TestConfig) -> tuple[TestConfig, Scenario | None]:
+    """The configuration with the scenario's settings applied, and the scenario."""
+    if config.scenario is None:
+        return config, None
+    scenario = SCENARIOS.get(config.scenario)
+    if scenario is None:
+        known = "; ".join(f"{s.name}: {s.description}" for s in SCENARIOS.values())
+        raise ValueError(f"unknown scenario {config.scenario!r}; known: {known}")
+    broker_config = {**config.broker_config, **scenario.broker_config}
+    return replace(config, **scenario.config, broker_config=broker_config), scenario
