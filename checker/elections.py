@@ -10,8 +10,13 @@ neither replica's log, so "its new leader did not have it" is approximated by
 "the first election after the ack"). When there is none but the op names the
 broker that acknowledged it (`node`: a broker id, or a name mapped by
 `test["node_broker_ids"]`), a deposed leader that kept acknowledging is blamed
-on the last election that took leadership from it. Anything else is
-"unexplained".
+on the last election that took leadership from it. When the op does not name
+that broker, the loss is blamed on the partition's last election before the ack
+as a presumed zombie ("zombie-leader": "presumed"): once elected, a leader's
+acknowledged writes can only be dropped by a later election, so a write acked
+after the last one and lost was acked by the deposed leader. This changes only
+the explanation: a configuration that promises no loss fails either way. With
+no election at all, the loss is "unexplained".
 
 Verdicts: a loss after an unclean election is allowed only when
 `broker_config["unclean.leader.election.enable"]` is true; after a clean
@@ -77,9 +82,10 @@ def _broker_id(test: Mapping[str, Any], node: Any) -> int | None:
 
 
 def attribute(changes: Sequence[ControllerEvent], ack_ms: float,
-              acked_by: int | None) -> tuple[ControllerEvent | None, bool]:
+              acked_by: int | None) -> tuple[ControllerEvent | None, bool | str]:
     """The election that dropped a write acknowledged at `ack_ms`, and whether the
-    acknowledging leader had already been deposed (a zombie)."""
+    acknowledging leader had already been deposed (a zombie; "presumed" when the
+    acknowledging broker is unknown)."""
     times = [e.time for e in changes]
     at = bisect.bisect_left(times, ack_ms)
     if at < len(changes):
@@ -88,7 +94,8 @@ def attribute(changes: Sequence[ControllerEvent], ack_ms: float,
         for event in reversed(changes):
             if event.old_leader == acked_by:
                 return event, True
-    return None, False
+        return None, False
+    return (changes[-1], "presumed") if changes else (None, False)
 
 
 class ElectionChecker:

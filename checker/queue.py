@@ -12,7 +12,9 @@ was read.
 `QueueChecker` judges the analysis against `allowed_anomalies(test)`.
 
 Anomalies (witnesses name ops by index):
-  lost-write             committed, never read, though a later offset of its key was read
+  lost-write             committed, never read, though a later offset of its key was read;
+                         or read, but every offset it was seen at later read another value
+                         (the log was truncated under it, e.g. by an unclean election)
   unseen                 committed, never read, at or beyond every offset read of its key
   duplicate              one value at several offsets of a key
   inconsistent-offsets   one offset of a key holding different values
@@ -307,10 +309,12 @@ def analyse_key(key: Key, events: list[Event],
         if known is None or (known.status != "ok" and w.status == "ok"):
             writer[w.value] = w
     first_read: dict[Any, tuple[int, int]] = {}
+    latest_read: dict[int, tuple[int, Any]] = {}
     max_read: tuple[int, int] | None = None
     for index, _, _, when, pairs in reads:
         for offset, value in pairs:
             observe(offset, value, index)
+            latest_read[offset] = (index, value)
             if value not in first_read:
                 first_read[value] = (index, when)
             if max_read is None or offset > max_read[0]:
@@ -321,7 +325,7 @@ def analyse_key(key: Key, events: list[Event],
     _inconsistent_offsets(report, offset_values)
     duplicated = _duplicates(report, value_offsets)
     _aborted_reads(report, reads, writer)
-    _losses(report, writer, first_read, max_read)
+    _losses(report, writer, first_read, max_read, _overwritten(value_offsets, latest_read))
     _poll_orders(report, reads, rank, offsets, resets)
     _send_orders(report, writes, rank)
     _acks_stats(report, writes, duplicated)
@@ -363,14 +367,38 @@ def _aborted_reads(report: KeyReport, reads: list[Event], writer: dict[Any, Writ
                                    "ops": [w.index, index]})
 
 
+def _overwritten(value_offsets: dict[Any, dict[int, int]],
+                 latest_read: dict[int, tuple[int, Any]]) -> dict[Any, tuple[int, Any, int]]:
+    """Values every offset of which was last read holding another value: value ->
+    (offset, the value there now, the read that saw it)."""
+    overwritten = {}
+    for value, offsets in value_offsets.items():
+        now = [(offset, latest_read.get(offset)) for offset in offsets]
+        if all(latest is not None and latest[1] != value for _, latest in now):
+            offset, (index, other) = min(now)
+            overwritten[value] = (offset, other, index)
+    return overwritten
+
+
 def _losses(report: KeyReport, writer: dict[Any, Write],
-            first_read: dict[Any, tuple[int, int]], max_read: tuple[int, int] | None) -> None:
-    """Committed sends never read: lost below the highest offset read, else unseen."""
+            first_read: dict[Any, tuple[int, int]], max_read: tuple[int, int] | None,
+            overwritten: dict[Any, tuple[int, Any, int]]) -> None:
+    """Committed sends never read (lost below the highest offset read, else unseen), and
+    those read but overwritten later (lost)."""
     deltas = report.unseen_deltas
     for value, w in writer.items():
         if w.status == "fail":
             continue
         seen = first_read.get(value)
+        if seen is not None and value in overwritten:
+            offset, other, index = overwritten[value]
+            witness = {"key": report.key, "value": value, "offset": offset,
+                       "overwritten-by": other, "ops": [w.index, seen[0], index]}
+            report.losses.append({"kind": "lost-write", "witness": witness, "status": w.status,
+                                  "invoke": w.invoke, "time": w.time, "acks": w.acks,
+                                  "node": w.node})
+            report.add("lost-write", witness)
+            continue
         if seen is not None:
             if w.status == "info" and w.atomic:
                 report.committed_info.add(w.invoke)

@@ -152,3 +152,28 @@ def _log(tmp_path, events) -> str:
     path = tmp_path / f"events-{len(list(tmp_path.iterdir()))}.jsonl"
     path.write_text("".join(json.dumps(e) + "\n" for e in events))
     return str(path)
+
+
+def test_a_loss_acked_after_the_last_election_by_an_unknown_broker_is_a_presumed_zombie(
+        tmp_path):
+    b = Builder()
+    b.send(0, 1, 10, 0)
+    ack_ms = b.time / 1e6
+    b.send(0, 1, 11, 1)
+    b.poll(5, {1: [(1, 11)]})
+    store = write_store(tmp_path, {"n3": [election(ack_ms - 50, unclean=True)]})
+    result = ElectionChecker().check(config_of(unclean=True), b.ops, {"store_dir": store})
+    assert result.valid is True
+    [witness] = result.anomalies["unclean-election-loss"].examples
+    assert witness["election"]["zombie-leader"] == "presumed"
+    unsafe = ElectionChecker().check(config_of(unclean=False, min_isr=2), b.ops,
+                                     {"store_dir": store})
+    assert unsafe.valid is False
+
+
+def test_a_loss_with_no_election_at_all_is_unexplained(tmp_path):
+    b, _ = lost_after(Builder())
+    store = write_store(tmp_path, {"n3": [election(0, unclean=False, partition=2)]})
+    result = ElectionChecker().check(config_of(unclean=True), b.ops, {"store_dir": store})
+    assert result.valid is False
+    assert "unexplained-loss" in result.anomalies

@@ -78,6 +78,28 @@ def test_unseen_is_counted_over_time_and_allowed_without_final_reads():
     assert relaxed.stats["unseen-at-end"] == 1
 
 
+def test_a_value_read_then_overwritten_everywhere_is_a_lost_write():
+    b = Builder()
+    sent = b.send(0, 1, 10, 0)
+    first = b.poll(5, {1: [(0, 10)]})
+    b.send(1, 1, 20, 0)
+    last = b.poll(6, {1: [(0, 20)]})
+    anomalies = found(b)
+    assert anomalies["lost-write"]["count"] == 1
+    [witness] = anomalies["lost-write"]["examples"]
+    assert witness["value"] == 10 and witness["overwritten-by"] == 20
+    assert witness["ops"] == [sent, first, last]
+    assert "inconsistent-offsets" in anomalies
+
+
+def test_a_value_read_at_an_offset_no_later_read_reached_is_not_lost():
+    b = Builder()
+    b.send(0, 1, 10, 0)
+    b.poll(5, {1: [(0, 10)]})
+    b.poll(6, {1: []})
+    assert found(b) == {}
+
+
 def test_an_unread_failed_send_is_neither_lost_nor_unseen():
     b = Builder()
     b.send(0, 1, 10, kind="fail")
