@@ -166,7 +166,8 @@ class DockerRemote:
             state_dir = root / network.prefix
             state_dir.mkdir()
             _write_json(state_dir / STATE_FILE, {
-                **network.to_json(), "base_url": client.api.base_url, "image": image,
+                **network.to_json(), "base_url": base_url or os.environ.get("DOCKER_HOST"),
+                "image": image,
                 "owner": _owner_record(os.getpid())})
         remote = cls(client, network, state_dir, image or "")
         try:
@@ -275,7 +276,7 @@ class DockerRemote:
     def signal(self, node: str, pid: int, sig: int) -> bool:
         if not self.running(node, pid):
             return False
-        kill = ["sh", "-c", 'kill -s "$1" -- "-$2" 2>/dev/null || kill -s "$1" "$2"', "sh",
+        kill = ["sh", "-c", 'kill -s "$1" "-$2" 2>/dev/null || kill -s "$1" "$2"', "sh",
                 str(int(sig)), str(pid)]
         if self.exec(node, kill, check=False).exit != 0:
             return False

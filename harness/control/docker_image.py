@@ -43,6 +43,7 @@ __all__ = [
     "NODE_PYTHON",
     "ImageRecipe",
     "build_run_image",
+    "default_image_cache",
     "ensure_base",
     "ensure_system",
     "tiny_image",
@@ -103,11 +104,23 @@ def ensure_base(client: docker.DockerClient, recipe: ImageRecipe = ImageRecipe()
     return tag
 
 
-def ensure_system(client: docker.DockerClient, recipe: ImageRecipe = ImageRecipe()) -> str:
-    """The base image plus Debian's packages for a node, built once per recipe."""
+def ensure_system(client: docker.DockerClient, recipe: ImageRecipe = ImageRecipe(),
+                  cache_dir: Path | None = None) -> str:
+    """The base image plus Debian's packages for a node, built once per recipe: found in
+    the daemon by its content label, else loaded from `cache_dir` (default
+    `default_image_cache()`), else built and saved there for the next daemon."""
     key = recipe.system_key()
     if cached := _find(client, key):
         return cached
+    archive = (cache_dir or default_image_cache()) / f"system-{key[:16]}.tar"
+    if archive.exists():
+        try:
+            with open(archive, "rb") as data:
+                client.api.load_image(data)
+        except (OSError, docker.errors.DockerException):
+            archive.unlink(missing_ok=True)
+        if cached := _find(client, key):
+            return cached
     base = ensure_base(client, recipe)
     dockerfile = "\n".join([
         f"FROM {base}",
@@ -116,13 +129,25 @@ def ensure_system(client: docker.DockerClient, recipe: ImageRecipe = ImageRecipe
         "RUN apt-get update -qq && apt-get install -y -qq --no-install-recommends "
         f"{' '.join(recipe.packages)} >/dev/null && rm -rf /var/lib/apt/lists/*",
     ]) + "\n"
-    return _build(client, dockerfile, {}, f"kchaos/system:{key[:12]}")
+    tag = _build(client, dockerfile, {}, f"kchaos/system:{key[:12]}")
+    _save(client, tag, archive)
+    return tag
+
+
+def default_image_cache() -> Path:
+    """Where built system images are saved: $KCHAOS_IMAGE_CACHE, else /var/cache/kchaos/images
+    for root, else ~/.cache/kchaos/images."""
+    if "KCHAOS_IMAGE_CACHE" in os.environ:
+        return Path(os.environ["KCHAOS_IMAGE_CACHE"])
+    if os.geteuid() == 0:
+        return Path("/var/cache/kchaos/images")
+    return Path.home() / ".cache" / "kchaos" / "images"
 
 
 def build_run_image(client: docker.DockerClient, prefix: str,
-                    recipe: ImageRecipe = ImageRecipe()) -> str:
+                    recipe: ImageRecipe = ImageRecipe(), cache_dir: Path | None = None) -> str:
     """The system image plus kchaos (a wheel of this checkout) in a venv at /opt/kchaos."""
-    system = ensure_system(client, recipe)
+    system = ensure_system(client, recipe, cache_dir)
     with tempfile.TemporaryDirectory(prefix="kchaos-wheels-") as wheels:
         _run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", wheels,
               str(REPOSITORY_ROOT), *BROKER_REQUIREMENTS], timeout=600)
@@ -203,6 +228,19 @@ def _build(client: docker.DockerClient, dockerfile: str, files: dict[str, bytes]
     except docker.errors.DockerException as error:
         raise ProvisionError(f"docker build of {tag} failed: {error}") from error
     return tag
+
+
+def _save(client: docker.DockerClient, tag: str, archive: Path) -> None:
+    """`docker save` of `tag` into `archive` (written whole, then renamed); best effort."""
+    partial = archive.with_suffix(".partial")
+    try:
+        archive.parent.mkdir(parents=True, exist_ok=True)
+        with open(partial, "wb") as out:
+            for chunk in client.images.get(tag).save(named=True):
+                out.write(chunk)
+        os.replace(partial, archive)
+    except (OSError, docker.errors.DockerException):
+        partial.unlink(missing_ok=True)
 
 
 def _find(client: docker.DockerClient, key: str) -> str | None:
