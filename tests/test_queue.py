@@ -296,8 +296,8 @@ def test_acks_labels_and_promises():
 def test_allowed_anomalies_by_configuration():
     assert allowed_anomalies(SAFE) == frozenset()
     assert {"poll-skip", "nonmonotonic-poll"} <= allowed_anomalies({**SAFE, "subscribe": True})
-    assert {"lost-write", "unseen", "inconsistent-offsets"} <= allowed_anomalies(
-        {**SAFE, "acks": 1})
+    assert {"lost-write", "unseen", "inconsistent-offsets", "nonmonotonic-send",
+            "nonmonotonic-poll", "poll-skip"} <= allowed_anomalies({**SAFE, "acks": 1})
     assert "duplicate" in allowed_anomalies({**SAFE, "idempotence": False})
 
 
