@@ -1,9 +1,17 @@
-"""A whole cluster on network namespaces: ZooKeeper ensemble + brokers, up, status, down.
+"""A whole cluster on any backend: ZooKeeper ensemble + brokers, up, status, down.
 
-`Cluster.up(spec)` provisions nodes (`n1..nN` brokers, `z1..zM` ZooKeepers, or ZooKeeper
-co-located on the first brokers), starts the ensemble members in parallel, then the
-brokers, and returns once the cluster is healthy. The run's state directory holds the
-network (`network.json`, written by the local backend before anything exists) and
+`Cluster.up(spec)` provisions nodes with the spec's backend, starts the ensemble members
+in parallel, then the brokers, and returns once the cluster is healthy. Backends:
+
+    local     network namespaces on a bridge; nodes `n1..nN` brokers, `z1..zM` ZooKeepers
+              (or ZooKeeper co-located on the first brokers)
+    ssh       the hosts of a TOML inventory (`options["inventory"]`), roles from it;
+              packages and kchaos installed over SSH (`harness.control.provision`)
+    vagrant   the machines of `vagrant ssh-config` in `options["vagrant_dir"]`, as ssh
+    docker    one container per node (`harness.control.docker`)
+
+The run's state directory `<state root>/<prefix>` holds the backend's record
+(`network.json`, `remote.json` or `docker.json`, written before anything exists) and
 `cluster.json` (roles, pids, the work directory `<base_dir>/<prefix>` on the nodes),
 rewritten whenever a process starts, so `down()` in another process, even after the
 harness was SIGKILLed, removes everything.
@@ -17,35 +25,49 @@ from __future__ import annotations
 import contextlib
 import json
 import shutil
+import sys
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import Any
 
+from harness.control import ProvisionError, Remote, RemoteError
 from harness.control.local import LocalRemote, default_state_root, destroy_run, run_prefixes
 from harness.db.brokers import BrokerSet
 from harness.db.files import fetch
 from harness.db.zookeeper import ZooKeeperEnsemble, ZooKeeperSettings
 
-__all__ = ["Cluster", "ClusterSpec", "down"]
+__all__ = ["BACKENDS", "Cluster", "ClusterSpec", "down"]
 
 CLUSTER_FILE = "cluster.json"
 SERVICES = ("broker", "zookeeper")
+BACKENDS = ("local", "ssh", "vagrant", "docker")
+SSH_STATE, DOCKER_STATE = "remote.json", "docker.json"
 
 
 @dataclass(frozen=True)
 class ClusterSpec:
+    """What to bring up. `options` are the backend's: ssh `inventory` (a path),
+    `accept_new_host_keys`, `install` (packages and kchaos, default true); vagrant
+    `vagrant_dir` and the same; docker `base_url`, `image`. With ssh and vagrant the
+    first `brokers` broker hosts and `zookeepers` ZooKeeper hosts of the inventory run."""
+
     brokers: int = 5
     zookeepers: int = 3
     colocate: bool = False
     broker_config: Mapping[str, str] = field(default_factory=dict)
     zookeeper: ZooKeeperSettings = field(default_factory=ZooKeeperSettings)
     base_dir: str = "/tmp/kchaos"
+    backend: str = "local"
+    options: Mapping[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if not 1 <= self.brokers <= 99 or not 1 <= self.zookeepers <= 99:
             raise ValueError("need 1 to 99 brokers and 1 to 99 ZooKeepers")
         if self.colocate and self.zookeepers > self.brokers:
             raise ValueError("co-located ZooKeepers need at least as many broker nodes")
+        if self.backend not in BACKENDS:
+            raise ValueError(f"backend must be one of {BACKENDS}, got {self.backend!r}")
 
     @property
     def broker_nodes(self) -> tuple[str, ...]:
@@ -64,19 +86,20 @@ class ClusterSpec:
     def to_json(self) -> dict:
         return {"brokers": self.brokers, "zookeepers": self.zookeepers,
                 "colocate": self.colocate, "broker_config": dict(self.broker_config),
-                "zookeeper": asdict(self.zookeeper), "base_dir": self.base_dir}
+                "zookeeper": asdict(self.zookeeper), "base_dir": self.base_dir,
+                "backend": self.backend, "options": dict(self.options)}
 
     @classmethod
     def from_json(cls, data: Mapping) -> ClusterSpec:
         return cls(data["brokers"], data["zookeepers"], data["colocate"],
                    dict(data["broker_config"]), ZooKeeperSettings(**data["zookeeper"]),
-                   data["base_dir"])
+                   data["base_dir"], data.get("backend", "local"), dict(data.get("options", {})))
 
 
 class Cluster:
     """A running cluster; a context manager whose exit takes it down."""
 
-    def __init__(self, remote: LocalRemote, spec: ClusterSpec, workdir: str,
+    def __init__(self, remote: Remote, spec: ClusterSpec, workdir: str,
                  zookeeper: ZooKeeperEnsemble, brokers: BrokerSet) -> None:
         self.remote = remote
         self.spec = spec
@@ -87,16 +110,20 @@ class Cluster:
     # -- lifecycle ----------------------------------------------------------------------
 
     @classmethod
-    def up(cls, spec: ClusterSpec, state_root: Path | None = None,
-           timeout: float = 60.0) -> Cluster:
-        """Provision, start ZooKeeper then the brokers, wait until healthy. On any failure or
-        interrupt, everything made so far is removed before the exception propagates."""
-        remote = LocalRemote.provision(spec.nodes, state_root)
+    def up(cls, spec: ClusterSpec, state_root: Path | None = None, timeout: float = 60.0,
+           remote: Remote | None = None) -> Cluster:
+        """Provision (or take over `remote`, a backend with `state_dir`, `detach()` and
+        `destroy()`), start ZooKeeper then the brokers, wait until healthy. On any failure
+        or interrupt, everything made so far is removed before the exception propagates."""
+        remote = remote or _provision(spec, state_root)
+        prefix = remote.state_dir.name
+        workdir = f"{spec.base_dir}/{prefix}"
         try:
-            workdir = f"{spec.base_dir}/{remote.network.prefix}"
-            ensemble = ZooKeeperEnsemble(remote, spec.zookeeper_nodes, workdir, spec.zookeeper)
-            brokers = BrokerSet(remote, spec.broker_nodes, workdir, ensemble.connect,
-                                dict(spec.broker_config))
+            broker_nodes, zookeeper_nodes = _roles(spec, remote)
+            ensemble = ZooKeeperEnsemble(remote, zookeeper_nodes, workdir, spec.zookeeper)
+            brokers = BrokerSet(remote, broker_nodes, workdir, ensemble.connect,
+                                dict(spec.broker_config),
+                                python=getattr(remote, "python", sys.executable))
             cluster = cls(remote, spec, workdir, ensemble, brokers)
             cluster.save()
             ensemble.start(timeout=timeout)
@@ -107,8 +134,7 @@ class Cluster:
         except BaseException:
             with contextlib.suppress(Exception):
                 brokers.close()
-            _destroy(remote.network.prefix, remote.state_dir.parent,
-                     f"{spec.base_dir}/{remote.network.prefix}")
+            _destroy(prefix, remote.state_dir.parent, workdir, remote)
             raise
         return cluster
 
@@ -117,13 +143,13 @@ class Cluster:
         """The cluster of an earlier `up` (the only one recorded, when `prefix` is None)."""
         root = state_root or default_state_root()
         if prefix is None:
-            prefixes = [p for p in run_prefixes(root, include_owned=True)
+            prefixes = [p for p in _runs(root, include_owned=True)
                         if (root / p / CLUSTER_FILE).exists()]
             if len(prefixes) != 1:
                 raise LookupError(f"{len(prefixes)} clusters recorded under {root}"
                                   + (f" ({', '.join(prefixes)}); name one" if prefixes else ""))
             prefix = prefixes[0]
-        remote = LocalRemote.attach(root / prefix)
+        remote = _attach(root / prefix)
         try:
             data = json.loads((root / prefix / CLUSTER_FILE).read_text())
         except (OSError, ValueError) as error:
@@ -139,7 +165,8 @@ class Cluster:
 
     def down(self, keep_data: bool = False) -> None:
         self.broker_set.close()
-        _destroy(self.prefix, self.remote.state_dir.parent, None if keep_data else self.workdir)
+        _destroy(self.prefix, self.remote.state_dir.parent,
+                 None if keep_data else self.workdir, self.remote)
 
     def __enter__(self) -> Cluster:
         return self
@@ -173,19 +200,19 @@ class Cluster:
 
     @property
     def prefix(self) -> str:
-        return self.remote.network.prefix
+        return self.remote.state_dir.name
 
     @property
     def nodes(self) -> tuple[str, ...]:
-        return self.spec.nodes
+        return tuple(dict.fromkeys(self.brokers + self.zookeepers))
 
     @property
     def brokers(self) -> tuple[str, ...]:
-        return self.spec.broker_nodes
+        return self.broker_set.nodes
 
     @property
     def zookeepers(self) -> tuple[str, ...]:
-        return self.spec.zookeeper_nodes
+        return self.zookeeper.nodes
 
     @property
     def bootstrap_servers(self) -> str:
@@ -268,9 +295,9 @@ class Cluster:
 def down(prefix: str | None = None, state_root: Path | None = None,
          keep_data: bool = False) -> list[str]:
     """Take down the named run, or every run whose owner is gone or that was detached
-    (`kchaos cluster down`); returns the prefixes removed. Idempotent."""
+    (`kchaos cluster down`), on any backend; returns the prefixes removed. Idempotent."""
     root = state_root or default_state_root()
-    prefixes = [prefix] if prefix else run_prefixes(root)
+    prefixes = [prefix] if prefix else _runs(root)
     for each in prefixes:
         workdir = None
         with contextlib.suppress(OSError, ValueError, KeyError):
@@ -279,8 +306,106 @@ def down(prefix: str | None = None, state_root: Path | None = None,
     return prefixes
 
 
-def _destroy(prefix: str, root: Path, workdir: str | None) -> None:
-    """Remove the run and, unless None, its work directory (`<base_dir>/<prefix>`)."""
+# -- backends ---------------------------------------------------------------------------------
+
+
+def _provision(spec: ClusterSpec, state_root: Path | None) -> Remote:
+    if spec.backend == "local":
+        return LocalRemote.provision(spec.nodes, state_root)
+    if spec.backend == "docker":
+        from harness.control.docker import DockerRemote
+
+        return DockerRemote.provision(spec.nodes, base_url=spec.options.get("base_url"),
+                                      image=spec.options.get("image"), state_root=state_root)
+    from harness.control.inventory import load_inventory, vagrant_inventory
+    from harness.control.provision import provision_hosts
+    from harness.control.ssh import SSHRemote
+
+    if spec.backend == "ssh":
+        if not spec.options.get("inventory"):
+            raise ProvisionError("the ssh backend needs an inventory file")
+        inventory = load_inventory(spec.options["inventory"])
+    else:
+        if not spec.options.get("vagrant_dir"):
+            raise ProvisionError("the vagrant backend needs the Vagrantfile's directory")
+        inventory = vagrant_inventory(spec.options["vagrant_dir"])
+    brokers, zookeepers = _inventory_roles(spec, inventory)
+    remote = SSHRemote.provision(inventory.select(brokers + zookeepers), state_root,
+                                 bool(spec.options.get("accept_new_host_keys", False)))
+    try:
+        if spec.options.get("install", True):
+            provision_hosts(remote)
+    except BaseException:
+        with contextlib.suppress(RemoteError):
+            remote.destroy()
+        raise
+    return remote
+
+
+def _roles(spec: ClusterSpec, remote: Remote) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """(broker nodes, ZooKeeper nodes): from the remote's inventory when it has one."""
+    inventory = getattr(remote, "inventory", None)
+    if inventory is None:
+        return spec.broker_nodes, spec.zookeeper_nodes
+    return _inventory_roles(spec, inventory)
+
+
+def _inventory_roles(spec: ClusterSpec, inventory: Any) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    brokers = inventory.with_role("broker")
+    zookeepers = brokers if spec.colocate else inventory.with_role("zookeeper")
+    if len(brokers) < spec.brokers or len(zookeepers) < spec.zookeepers:
+        raise ProvisionError(
+            f"the inventory has {len(brokers)} broker and {len(zookeepers)} ZooKeeper hosts; "
+            f"{spec.brokers} and {spec.zookeepers} were asked for (--nodes, --zookeepers)")
+    return brokers[: spec.brokers], zookeepers[: spec.zookeepers]
+
+
+def _attach(state_dir: Path) -> Remote:
+    if (state_dir / SSH_STATE).exists():
+        from harness.control.ssh import SSHRemote
+
+        return SSHRemote.attach(state_dir)
+    if (state_dir / DOCKER_STATE).exists():
+        from harness.control.docker import DockerRemote
+
+        return DockerRemote.attach(state_dir)
+    return LocalRemote.attach(state_dir)
+
+
+def _runs(root: Path, include_owned: bool = False) -> list[str]:
+    """Prefixes of every backend's runs under `root` (see `local.run_prefixes`)."""
+    prefixes = run_prefixes(root, include_owned)
+    if any(root.glob(f"*/{SSH_STATE}")):
+        from harness.control.ssh import ssh_runs
+
+        prefixes += ssh_runs(root, include_owned)
+    if any(root.glob(f"*/{DOCKER_STATE}")):
+        from harness.control.docker import run_prefixes as docker_runs
+
+        prefixes += docker_runs(root, include_owned)
+    return sorted(prefixes)
+
+
+def _destroy(prefix: str, root: Path, workdir: str | None, remote: Remote | None = None) -> None:
+    """Remove the run and, unless None, its work directory (`<base_dir>/<prefix>`): on the
+    controlling host for local runs, on each node (its own subdirectory) for ssh runs."""
+    state_dir = root / prefix
+    if (state_dir / SSH_STATE).exists():
+        from harness.control.ssh import SSHRemote
+
+        ssh = remote if isinstance(remote, SSHRemote) else SSHRemote.attach(state_dir)
+        if workdir:
+            for node in ssh.nodes:
+                with contextlib.suppress(RemoteError):
+                    ssh.exec(node, ["rm", "-rf", f"{workdir}/{node}"])
+                    ssh.exec(node, ["rmdir", workdir], check=False)
+        ssh.destroy()
+        return
+    if (state_dir / DOCKER_STATE).exists():
+        from harness.control.docker import destroy_run as destroy_docker_run
+
+        destroy_docker_run(prefix, root)
+        return
     destroy_run(prefix, root)
     if workdir:
         shutil.rmtree(workdir, ignore_errors=True)
