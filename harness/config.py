@@ -30,6 +30,8 @@ class ConfigError(ValueError):
 class TestConfig:
     """Every knob of a chaos test; field names are the TOML keys (dashes also accepted)."""
 
+    __test__ = False  # not a pytest test class, despite its name
+
     name: str = "queue"
     backend: str = "local"
     nodes: int = 5

@@ -139,7 +139,7 @@ def _run_workload(config: TestConfig, scenario: Scenario | None, cluster: Cluste
     test = {**read_test(run_dir), **dict(workload.test_fields),
             "key_partitions": {str(k): list(v) for k, v in workload.key_partitions.items()},
             "node_broker_ids": {node: cluster.broker_id(node) for node in cluster.brokers},
-            "bootstrap_servers": cluster.bootstrap_servers,
+            "bootstrap_servers": cluster.bootstrap_servers, "cluster_prefix": cluster.prefix,
             "nodes": {node: cluster.remote.address(node) for node in cluster.nodes}}
     clock = _Clock()
     with HistoryWriter(run_dir / HISTORY_FILE, clock=clock) as history:

@@ -1,0 +1,122 @@
+"""`kchaos run` end to end, as a user runs it: real namespaces, ZooKeeper, brokers, clients,
+faults, Spark checkers and the report; then nothing is left behind."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+pytestmark = [pytest.mark.cluster, pytest.mark.timeout(400)]
+
+KCHAOS = str(Path(sys.executable).parent / "kchaos")
+
+
+def leftovers(store: Path) -> dict[str, int]:
+    """What the latest run's cluster (its per-run prefix) left: namespaces and live processes."""
+    prefix = json.loads((store / "latest" / "test.json").read_text())["cluster_prefix"]
+    namespaces = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
+    links = subprocess.run(["ip", "-o", "link"], capture_output=True, text=True).stdout
+    processes = subprocess.run(["ps", "-eo", "stat,args"], capture_output=True, text=True).stdout
+    alive = [line for line in processes.splitlines()
+             if f"/{prefix}/" in line and not line.startswith("Z")]
+    return {"namespaces": sum(1 for line in namespaces.splitlines() if line.startswith(prefix)),
+            "links": sum(1 for line in links.splitlines() if f" {prefix}" in line),
+            "processes": len(alive)}
+
+
+NOTHING = {"namespaces": 0, "links": 0, "processes": 0}
+
+
+def kchaos_run(store: Path, *args: str) -> subprocess.CompletedProcess:
+    done = subprocess.run([KCHAOS, "run", "--store", str(store), *args], capture_output=True,
+                          text=True, timeout=380)
+    (store / "stdout.txt").write_text(done.stdout + "\n--- stderr ---\n" + done.stderr)
+    return done
+
+
+def results_of(store: Path) -> dict:
+    return json.loads((store / "latest" / "results.json").read_text())
+
+
+def test_safe_configuration_under_partition_kill_and_pause_is_valid(tmp_path):
+    store = tmp_path / "store"
+    done = kchaos_run(store, "--time-limit", "20", "--nemesis", "partition,kill,pause",
+                      "--nemesis-interval", "4", "--seed", "3")
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert "kchaos: VALID" in done.stdout
+    run = (store / "latest").resolve()
+    assert run.parent.name == "queue" and (store / "queue" / "latest").resolve() == run
+    for name in ("test.json", "history.jsonl", "results.json", "report.html", "kchaos.log"):
+        assert (run / name).is_file(), name
+    assert (run / "nodes" / "n1" / "server.log").is_file()
+    assert (run / "nodes" / "z1" / "zookeeper.log").is_file()
+    test = json.loads((run / "test.json").read_text())
+    assert test["seed"] == 3 and test["start_wall_ms"] > 0
+    assert test["broker_config"]["min.insync.replicas"] == "2"
+    ops = [json.loads(line) for line in (run / "history.jsonl").read_text().splitlines()]
+    nemesis = [op for op in ops if op["process"] == "nemesis"]
+    assert any(op["f"] in ("start-partition", "kill", "pause") and op["value"] is not None
+               for op in nemesis), "no fault was injected"
+    assert nemesis[-1]["f"] == "heal"
+    assert sum(1 for op in ops if op["type"] == "ok" and op["f"] == "send") > 100
+    assert results_of(store)["valid"] is True
+    assert leftovers(store) == NOTHING
+
+    again = subprocess.run([KCHAOS, "check", str(store)], capture_output=True, text=True,
+                           timeout=200)
+    assert again.returncode == 0 and "kchaos: VALID" in again.stdout
+
+
+def test_unclean_2013_loses_acknowledged_writes_to_an_unclean_election(tmp_path):
+    store = tmp_path / "store"
+    done = kchaos_run(store, "--scenario", "unclean-2013", "--nodes", "3", "--zookeepers", "1",
+                      "--seed", "5")
+    assert done.returncode in (0, 1), done.stdout[-3000:] + done.stderr[-3000:]
+    results = results_of(store)["checkers"]
+    lost = results["queue"]["anomalies"]["lost-write"]["count"]
+    assert lost > 0
+    elections = results["elections"]["anomalies"]
+    assert "unexplained-loss" not in elections
+    unclean = elections["unclean-election-loss"]
+    assert unclean["count"] > 0
+    witness = unclean["examples"][0]
+    assert witness["election"]["unclean"] is True
+    assert witness["election"]["partition"] == 0
+    assert "unclean-election-loss" in results["elections"]["allowed"]
+    assert "lost-write" in done.stdout and "unclean-election-loss" in done.stdout
+    assert leftovers(store) == NOTHING
+
+
+def test_sigterm_tears_everything_down_and_keeps_the_history(tmp_path):
+    store = tmp_path / "store"
+    process = subprocess.Popen([KCHAOS, "run", "--store", str(store), "--nodes", "3",
+                                "--zookeepers", "1", "--time-limit", "60", "--nemesis", "none"],
+                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                               start_new_session=True)
+    try:
+        deadline = time.monotonic() + 120
+        history = None
+        while time.monotonic() < deadline:
+            runs = list(store.glob("queue/2*/history.jsonl"))
+            if runs and runs[0].stat().st_size > 2000:
+                history = runs[0]
+                break
+            time.sleep(0.5)
+        assert history is not None, "the run never started writing its history"
+        process.send_signal(signal.SIGTERM)
+        output, _ = process.communicate(timeout=120)
+    finally:
+        if process.poll() is None:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait()
+    assert process.returncode == 3, output[-2000:]
+    assert "interrupted" in output
+    assert history.stat().st_size > 2000
+    assert leftovers(store) == NOTHING
