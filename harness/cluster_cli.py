@@ -1,7 +1,9 @@
-"""`kchaos cluster up | status | down`: a cluster on network namespaces from the shell.
+"""`kchaos cluster up | status | down`: a cluster on namespaces, SSH hosts or Vagrant VMs.
 
-`up` returns once the cluster is healthy and leaves it running (as root; without root the
-cluster lives inside a user namespace only while `up` runs, so `up` then waits for Ctrl-C).
+`up` returns once the cluster is healthy and leaves it running (local backend as root;
+without root the cluster lives inside a user namespace only while `up` runs, so `up` then
+waits for Ctrl-C; `--backend ssh --inventory FILE` and `--backend vagrant --vagrant-dir
+DIR` need no root here, and default to every host of the inventory).
 `status` reads the live cluster; `down` removes every cluster that `up` left and every
 leftover of a SIGKILLed harness, and is idempotent.
 """
@@ -14,14 +16,17 @@ import signal
 import sys
 import threading
 import time
+from pathlib import Path
 
 from harness.control import RemoteError
+from harness.control.inventory import load_inventory, vagrant_inventory
 from harness.control.userns import ensure_root, in_user_namespace
 from harness.db import Cluster, ClusterSpec, down
 from harness.db.brokers import parse_overrides
+from harness.db.cluster import BACKENDS
 from nemesis.targets import read_snapshot
 
-__all__ = ["add_cluster_commands", "status_json"]
+__all__ = ["add_backend_arguments", "add_cluster_commands", "backend_fields", "status_json"]
 
 HARNESS_ERROR = 3
 
@@ -33,9 +38,10 @@ def add_cluster_commands(subparsers: argparse._SubParsersAction) -> None:
                                       parser_class=type(cluster))
 
     up = commands.add_parser("up", help="start ZooKeeper and brokers; return once healthy")
-    up.add_argument("--nodes", type=int, default=5, help="brokers (default %(default)s)")
-    up.add_argument("--zookeepers", type=int, default=3,
-                    help="ZooKeeper ensemble size (default %(default)s)")
+    up.add_argument("--nodes", type=int, help="brokers (default 5, or the inventory's)")
+    up.add_argument("--zookeepers", type=int,
+                    help="ZooKeeper ensemble size (default 3, or the inventory's)")
+    add_backend_arguments(up)
     up.add_argument("--colocate", action="store_true",
                     help="run ZooKeeper on the first broker nodes instead of dedicated ones")
     up.add_argument("--broker-config", nargs="+", action="extend", default=[],
@@ -58,14 +64,62 @@ def add_cluster_commands(subparsers: argparse._SubParsersAction) -> None:
     take_down.set_defaults(handler=_down)
 
 
+def add_backend_arguments(parser: argparse.ArgumentParser) -> None:
+    """--backend, --inventory, --vagrant-dir, --accept-new-host-keys, --no-install."""
+    parser.add_argument("--backend", choices=BACKENDS, default="local",
+                        help="where nodes run (default %(default)s)")
+    parser.add_argument("--inventory", metavar="FILE.toml",
+                        help="ssh backend: the hosts (see harness/control/inventory.py)")
+    parser.add_argument("--vagrant-dir", metavar="DIR",
+                        help="vagrant backend: the directory of the Vagrantfile")
+    parser.add_argument("--accept-new-host-keys", action="store_true",
+                        help="ssh, vagrant: trust and record host keys not in known_hosts")
+    parser.add_argument("--no-install", action="store_true",
+                        help="ssh, vagrant: skip installing packages and kchaos on the hosts")
+
+
+def backend_fields(args: argparse.Namespace) -> dict:
+    """`backend` and `options` of a ClusterSpec from `add_backend_arguments`' options;
+    raises ValueError when the backend's source of hosts is missing."""
+    if args.backend == "ssh" and not args.inventory:
+        raise ValueError("--backend ssh needs --inventory FILE")
+    if args.backend == "vagrant" and not args.vagrant_dir:
+        raise ValueError("--backend vagrant needs --vagrant-dir DIR")
+    options: dict = {}
+    if args.backend in ("ssh", "vagrant"):
+        options = {"accept_new_host_keys": args.accept_new_host_keys,
+                   "install": not args.no_install}
+        if args.backend == "ssh":
+            options["inventory"] = str(Path(args.inventory).resolve())
+        else:
+            options["vagrant_dir"] = str(Path(args.vagrant_dir).resolve())
+    return {"backend": args.backend, "options": options}
+
+
+def _counts(args: argparse.Namespace, fields: dict) -> tuple[int, int]:
+    """--nodes and --zookeepers, defaulting to every host of an ssh or vagrant inventory."""
+    given = args.nodes is not None and args.zookeepers is not None
+    if given or fields["backend"] not in ("ssh", "vagrant"):
+        return args.nodes or 5, args.zookeepers or 3
+    options = fields["options"]
+    inventory = (load_inventory(options["inventory"]) if fields["backend"] == "ssh"
+                 else vagrant_inventory(options["vagrant_dir"]))
+    brokers = len(inventory.with_role("broker"))
+    zookeepers = brokers if args.colocate else len(inventory.with_role("zookeeper"))
+    return args.nodes or brokers, args.zookeepers or zookeepers
+
+
 def _up(args: argparse.Namespace) -> int:
-    ensure_root(sys.argv[1:])
     try:
-        spec = ClusterSpec(brokers=args.nodes, zookeepers=args.zookeepers,
+        fields = backend_fields(args)
+        if fields["backend"] == "local":
+            ensure_root(sys.argv[1:])
+        brokers, zookeepers = _counts(args, fields)
+        spec = ClusterSpec(brokers=brokers, zookeepers=zookeepers,
                            colocate=args.colocate,
                            broker_config=parse_overrides(args.broker_config),
-                           base_dir=args.dir)
-    except ValueError as error:
+                           base_dir=args.dir, **fields)
+    except (ValueError, RemoteError) as error:
         print(f"kchaos: {error}", file=sys.stderr)
         return HARNESS_ERROR
     signal.signal(signal.SIGTERM, _exit_on_signal)
