@@ -438,9 +438,17 @@ class PrivateDaemon:
             time.sleep(0.1)
 
     def stop(self, grace: float = 30.0) -> None:
-        """Stop dockerd by its pid (SIGTERM, then SIGKILL of its group), unmount what it
-        left mounted and remove the directory."""
+        """Remove every container and network of this daemon (bridges would outlive it),
+        stop dockerd by its pid (SIGTERM, then SIGKILL of its group), unmount what it left
+        mounted and remove the directory."""
         if self.process is not None and self.process.poll() is None:
+            with contextlib.suppress(docker.errors.DockerException, OSError):
+                api = docker.APIClient(base_url=self.base_url, timeout=60)
+                for container in api.containers(all=True):
+                    api.remove_container(container["Id"], force=True)
+                for network in api.networks():
+                    if network["Name"] not in ("bridge", "host", "none"):
+                        api.remove_network(network["Id"])
             self.process.terminate()
             try:
                 self.process.wait(timeout=grace)
