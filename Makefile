@@ -10,7 +10,7 @@ bootstrap:
 	@bash scripts/bootstrap.sh
 
 run: bootstrap
-	$(PY) bench/linearizability.py --verdicts-only
+	$(VENV)/bin/kchaos run
 
 test: bootstrap
 	$(VENV)/bin/ruff check .
