@@ -1,5 +1,5 @@
 """Figures of the docker backend on a private dockerd: image build (cold and cached),
-container start, seconds per exec, and `cluster up` (3 brokers + 1 ZooKeeper, healthy).
+container start, seconds per exec, and `Cluster.up` (3 brokers + 1 ZooKeeper, healthy).
 
 Usage: sudo .venv/bin/python bench/docker_backend.py [--cold] [--execs 100] [--rounds 3].
 `--cold` builds the base and system images from nothing (debootstrap + apt, into an empty
@@ -22,8 +22,7 @@ from harness.control.docker_image import (
     ensure_base,
     ensure_system,
 )
-from harness.db.brokers import BrokerSet
-from harness.db.zookeeper import ZooKeeperEnsemble
+from harness.db import Cluster, ClusterSpec
 
 NODES = ("n1", "n2", "n3", "z1")
 
@@ -58,46 +57,33 @@ def main() -> None:
             image, _ = timed("run image (kchaos wheel + broker deps)",
                              lambda: build_run_image(client, "kd0000", recipe, cache))
             state = Path(scratch) / "state"
-            ups, starts = [], []
+            remote, _ = timed(f"start {len(NODES)} containers", lambda: DockerRemote.provision(
+                NODES, base_url=daemon.base_url, image=image, state_root=state))
+            try:
+                samples = []
+                for _ in range(args.execs):
+                    started = time.monotonic()
+                    remote.exec("n1", ["true"])
+                    samples.append(time.monotonic() - started)
+                print(f"exec `true`: median {statistics.median(samples) * 1000:.1f} ms, "
+                      f"p95 {sorted(samples)[int(len(samples) * 0.95)] * 1000:.1f} ms "
+                      f"over {args.execs}", flush=True)
+            finally:
+                timed("destroy", remote.destroy)
+            spec = ClusterSpec(brokers=3, zookeepers=1, backend="docker",
+                               options={"base_url": daemon.base_url, "image": image})
+            ups, downs = [], []
             for round_number in range(1, args.rounds + 1):
-                remote, seconds = timed(f"round {round_number}: start {len(NODES)} containers",
-                                        lambda: DockerRemote.provision(
-                                            NODES, base_url=daemon.base_url, image=image,
-                                            state_root=state))
-                starts.append(seconds)
-                try:
-                    if round_number == 1:
-                        samples = []
-                        for _ in range(args.execs):
-                            started = time.monotonic()
-                            remote.exec("n1", ["true"])
-                            samples.append(time.monotonic() - started)
-                        print(f"exec `true`: median {statistics.median(samples) * 1000:.1f} ms,"
-                              f" p95 {sorted(samples)[int(len(samples) * 0.95)] * 1000:.1f} ms"
-                              f" over {args.execs}", flush=True)
-                    _, seconds = timed(f"round {round_number}: ZooKeeper + 3 brokers healthy",
-                                       lambda r=remote: services_up(r))
-                    ups.append(seconds)
-                finally:
-                    timed(f"round {round_number}: destroy", remote.destroy)
-            both = [a + b for a, b in zip(starts, ups, strict=True)]
-            print(f"container start ({len(NODES)} nodes): median {statistics.median(starts):.2f}"
-                  f" s; cluster up on started containers: median {statistics.median(ups):.2f} s;"
-                  f" both: median {statistics.median(both):.2f} s")
+                cluster, seconds = timed(f"round {round_number}: Cluster.up (containers, "
+                                         "ZooKeeper, 3 brokers healthy)",
+                                         lambda: Cluster.up(spec, state_root=state))
+                ups.append(seconds)
+                downs.append(timed(f"round {round_number}: down", cluster.down)[1])
+            print(f"cluster up on docker (3 brokers, 1 ZooKeeper): median "
+                  f"{statistics.median(ups):.2f} s, max {max(ups):.2f} s; down: median "
+                  f"{statistics.median(downs):.2f} s")
         finally:
             daemon.stop()
-
-
-def services_up(remote: DockerRemote) -> None:
-    ensemble = ZooKeeperEnsemble(remote, ("z1",), "/var/lib/kchaos")
-    brokers = BrokerSet(remote, ("n1", "n2", "n3"), "/var/lib/kchaos", ensemble.connect, {},
-                        python=remote.python)
-    try:
-        ensemble.start(timeout=60)
-        brokers.start()
-        brokers.wait_healthy(timeout=90)
-    finally:
-        brokers.close()
 
 
 if __name__ == "__main__":

@@ -1,0 +1,105 @@
+"""`Cluster` and a complete chaos run on the docker backend: 3 brokers and 1 ZooKeeper in
+containers of the node image on a private dockerd, nemeses unchanged.
+
+Until `kchaos run --backend docker` reaches the runner (harness.config.BACKENDS has only
+"local"), the run goes through `harness.runner.run_test` with the cluster spec's backend set
+to docker. Builds the node image: `make test-docker` sets KCHAOS_DOCKER_IMAGE_TESTS=1.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+import random
+import shutil
+
+import pytest
+
+import harness.runner
+from harness.config import load_config
+from harness.control.docker import PrivateDaemon, run_prefixes
+from harness.control.docker_image import RUN_LABEL, build_run_image
+from harness.db import Cluster, ClusterSpec
+from harness.db import down as cluster_down
+from nemesis.partition import Firewall, PartitionNemesis
+from nemesis.process import KillNemesis
+
+pytestmark = [
+    pytest.mark.cluster,
+    pytest.mark.timeout(900),
+    pytest.mark.skipif(os.environ.get("KCHAOS_DOCKER_IMAGE_TESTS") != "1",
+                       reason="builds the node image: run by `make test-docker`"),
+]
+
+
+@pytest.fixture(scope="module")
+def docker_host(tmp_path_factory):
+    """(base_url, a prebuilt node image, client) of a private dockerd."""
+    if shutil.which("dockerd") is None or shutil.which("debootstrap") is None:
+        pytest.skip("needs dockerd (docker.io) and debootstrap")
+    daemon = PrivateDaemon(tmp_path_factory.mktemp("dockerd"))
+    client = daemon.start()
+    try:
+        yield daemon.base_url, build_run_image(client, "kdtest"), client
+    finally:
+        daemon.stop()
+
+
+def _left(client, prefix: str) -> list:
+    label = {"label": f"{RUN_LABEL}={prefix}"}
+    return client.api.containers(all=True, filters=label) + client.api.networks(filters=label)
+
+
+def test_cluster_up_nemeses_and_down(docker_host, tmp_path):
+    base_url, image, client = docker_host
+    spec = ClusterSpec(brokers=3, zookeepers=1, backend="docker",
+                       options={"base_url": base_url, "image": image})
+    cluster = Cluster.up(spec, state_root=tmp_path)
+    try:
+        info = cluster.processes()
+        assert [n["name"] for n in info["nodes"]] == ["n1", "n2", "n3", "z1"]
+        assert all(n["address"].startswith("10.79.") and n["pids"] for n in info["nodes"])
+        attached = Cluster.attach(cluster.prefix, tmp_path)
+        assert attached.bootstrap_servers == cluster.bootstrap_servers
+
+        partitioner = PartitionNemesis(Firewall(), random.Random(1))
+        done = partitioner.invoke(cluster, {"f": "start-partition", "value": "halves"})
+        assert done["type"] == "info" and done["value"]
+        partitioner.invoke(cluster, {"f": "stop-partition"})
+        killer = KillNemesis(random.Random(2))
+        killed = killer.invoke(cluster, {"f": "kill", "value": "one"})
+        victims = [n for n, what in killed["value"].items() if what == "killed"]
+        assert victims and not any(cluster.running(n) for n in victims)
+        killer.invoke(cluster, {"f": "start"})
+        cluster.broker_set.wait_healthy(timeout=90)
+        cluster.detach()
+    except BaseException:
+        cluster.down()
+        raise
+    assert run_prefixes(tmp_path) == [cluster.prefix]
+    assert cluster_down(state_root=tmp_path) == [cluster.prefix]
+    assert _left(client, cluster.prefix) == []
+    assert not (tmp_path / cluster.prefix).exists()
+
+
+def test_safe_run_with_partition_and_kill_faults_is_valid(docker_host, tmp_path, monkeypatch):
+    base_url, image, client = docker_host
+    store = tmp_path / "store"
+    monkeypatch.setenv("KCHAOS_STATE_DIR", str(tmp_path / "state"))
+    monkeypatch.setattr(harness.runner, "ClusterSpec", functools.partial(
+        ClusterSpec, backend="docker", options={"base_url": base_url, "image": image}))
+    config = load_config(None, {"time_limit": 20.0, "nemesis": "partition,kill",
+                                "nemesis_interval": 4.0, "seed": 5, "nodes": 3,
+                                "zookeepers": 1, "store": str(store)})
+    assert harness.runner.run_test(config).exit_code == 0
+    run = (store / "latest").resolve()
+    assert json.loads((run / "results.json").read_text())["valid"] is True
+    assert (run / "nodes" / "n1" / "server.log").is_file()
+    assert (run / "nodes" / "z1" / "zookeeper.log").is_file()
+    ops = [json.loads(line) for line in (run / "history.jsonl").read_text().splitlines()]
+    faults = {op["f"] for op in ops if op["process"] == "nemesis" and op["value"] is not None}
+    assert faults & {"start-partition", "kill"}, "no fault was injected"
+    assert sum(1 for op in ops if op["type"] == "ok" and op["f"] == "send") > 100
+    assert run_prefixes(tmp_path / "state", include_owned=True) == []
+    assert client.api.containers(all=True, filters={"label": RUN_LABEL}) == []
