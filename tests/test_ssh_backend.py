@@ -131,7 +131,10 @@ def test_spawn_signal_running_and_timeout(remote, tmp_path):
     assert not remote.running("n1", process.pid), "another node's process is not ours"
     assert os.getpgid(process.pid) == process.pid, "setsid: it leads its own group"
     assert remote.signal("n2", process.pid, signal.SIGSTOP)
-    assert _state(process.pid) == "T"
+    deadline = time.monotonic() + 5
+    while _state(process.pid) != "T":
+        assert time.monotonic() < deadline, "SIGSTOP did not stop it"
+        time.sleep(0.01)
     assert remote.signal("n2", process.pid, signal.SIGCONT)
     assert remote.signal("n2", process.pid, signal.SIGKILL)
     deadline = time.monotonic() + 5

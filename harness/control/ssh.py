@@ -13,7 +13,8 @@ Per run (prefix `kc<4 hex>`), on each node:
     <dir>/<node>/runs/<prefix>/pids/<pid>    one file per spawned process: its start time
     nft table inet <prefix>             the node's inbound drops
 
-Spawned processes are double-forked and `setsid`, so they outlive the shell; `running`
+Spawned processes are double-forked and `setsid` (spawn returns once the process leads its
+own group), so they outlive the shell; `running`
 and `signal` check the pid file's start time and the network namespace, so a recycled pid
 or another node's process (hosts sharing one kernel) is never mistaken for ours.
 `<state root>/<prefix>/remote.json` records the inventory (key paths, never keys) and the
@@ -69,6 +70,9 @@ kc_alive() {{ local f; f=$(sed 's/.*) //' /proc/$1/stat 2>/dev/null) || return 1
   [ -z "$2" ] || [ "$2" = "${{22}}" ] || return 1
   [ "$(readlink /proc/$1/ns/net)" = "$(readlink /proc/$$/ns/net)" ]; }}
 kc_start() {{ sed 's/.*) //' /proc/$1/stat 2>/dev/null | cut -d' ' -f20; }}
+kc_leads() {{ local i=0; while [ -e /proc/$1 ] && [ $i -lt 400 ] &&
+  [ "$(sed 's/.*) //' /proc/$1/stat 2>/dev/null | cut -d' ' -f3)" != "$1" ]; do
+  sleep 0.005; i=$((i+1)); done; }}
 echo $$"""
 
 
@@ -384,7 +388,7 @@ class SSHRemote:
         inner = (f"cd {_q(cwd or '/')} && exec env {assignments} setsid {shlex.join(argv)}")
         script = (f"mkdir -p {_q(os.path.dirname(log) or '/')} {_q(pids)} && "
                   f"p=$( ( ( {inner} ) >>{_q(log)} 2>&1 </dev/null & echo $! ) ) && "
-                  f"kc_start $p > {_q(pids)}/$p; echo $p")
+                  f"kc_start $p > {_q(pids)}/$p; kc_leads $p; echo $p")
         try:
             exit, out, err = self._script(node, script, 30, argv)
         except CommandError as error:
