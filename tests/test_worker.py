@@ -124,7 +124,8 @@ def test_queue_workload_in_memory_is_valid(tmp_path):
     assert crashed and all(any(o.process == p + 3 for o in ops) for p in crashed
                            if any(o.f != "crash" for o in ops if o.process == p))
     sends = [op for op in ops if op.f == "send" and op.type == "ok"]
-    assert 300 < len(sends) + progress["fail"] + progress["info"] < 1000
+    # The rate caps the ops (600 in 2 s); how many the machine manages depends on its load.
+    assert 50 < len(sends) + progress["fail"] + progress["info"] < 1000
     assert progress["ok"] == sum(1 for op in ops if op.type == "ok")
     assert progress["faults"] == {}
     result = QueueChecker().check({"acks": "all"}, ops, {})
