@@ -4,7 +4,7 @@ PY := $(VENV)/bin/python
 export PYSPARK_PYTHON := $(abspath $(PY))
 export SPARK_LOCAL_IP := 127.0.0.1
 
-.PHONY: bootstrap run test lint bench
+.PHONY: bootstrap run test test-docker lint bench
 
 bootstrap:
 	@bash scripts/bootstrap.sh
@@ -15,6 +15,9 @@ run: bootstrap
 test: bootstrap
 	$(VENV)/bin/ruff check .
 	$(PY) -m pytest -q
+
+test-docker: bootstrap
+	KCHAOS_DOCKER_IMAGE_TESTS=1 $(PY) -m pytest -q tests/test_docker_smoke.py tests/test_docker_cluster.py tests/test_docker_run.py
 
 lint: bootstrap
 	$(VENV)/bin/ruff check .

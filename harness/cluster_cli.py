@@ -16,14 +16,13 @@ import signal
 import sys
 import threading
 import time
-from pathlib import Path
 
 from harness.control import RemoteError
 from harness.control.inventory import load_inventory, vagrant_inventory
 from harness.control.userns import ensure_root, in_user_namespace
 from harness.db import Cluster, ClusterSpec, down
 from harness.db.brokers import parse_overrides
-from harness.db.cluster import BACKENDS
+from harness.db.cluster import BACKENDS, backend_options
 from nemesis.targets import read_snapshot
 
 __all__ = ["add_backend_arguments", "add_cluster_commands", "backend_fields", "status_json"]
@@ -76,23 +75,20 @@ def add_backend_arguments(parser: argparse.ArgumentParser) -> None:
                         help="ssh, vagrant: trust and record host keys not in known_hosts")
     parser.add_argument("--no-install", action="store_true",
                         help="ssh, vagrant: skip installing packages and kchaos on the hosts")
+    parser.add_argument("--docker-host", metavar="URL",
+                        help="docker: the daemon (default: DOCKER_HOST or the local socket)")
+    parser.add_argument("--docker-image", metavar="IMAGE",
+                        help="docker: a node image to reuse instead of building one")
 
 
 def backend_fields(args: argparse.Namespace) -> dict:
     """`backend` and `options` of a ClusterSpec from `add_backend_arguments`' options;
     raises ValueError when the backend's source of hosts is missing."""
-    if args.backend == "ssh" and not args.inventory:
-        raise ValueError("--backend ssh needs --inventory FILE")
-    if args.backend == "vagrant" and not args.vagrant_dir:
-        raise ValueError("--backend vagrant needs --vagrant-dir DIR")
-    options: dict = {}
-    if args.backend in ("ssh", "vagrant"):
-        options = {"accept_new_host_keys": args.accept_new_host_keys,
-                   "install": not args.no_install}
-        if args.backend == "ssh":
-            options["inventory"] = str(Path(args.inventory).resolve())
-        else:
-            options["vagrant_dir"] = str(Path(args.vagrant_dir).resolve())
+    options = backend_options(args.backend, inventory=args.inventory,
+                              vagrant_dir=args.vagrant_dir,
+                              accept_new_host_keys=args.accept_new_host_keys,
+                              install=not args.no_install, docker_host=args.docker_host,
+                              docker_image=args.docker_image)
     return {"backend": args.backend, "options": options}
 
 

@@ -14,12 +14,13 @@ from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
+from harness.db.cluster import BACKENDS, backend_options
+
 __all__ = ["ConfigError", "TestConfig", "load_config"]
 
 SAFE_BROKER_CONFIG = {"min.insync.replicas": "2", "unclean.leader.election.enable": "false"}
 ACKS = ("0", "1", "all")
 CLIENTS = ("confluent", "kafka-python")
-BACKENDS = ("local",)
 
 
 class ConfigError(ValueError):
@@ -34,6 +35,12 @@ class TestConfig:
 
     name: str = "queue"
     backend: str = "local"
+    inventory: str | None = None
+    vagrant_dir: str | None = None
+    accept_new_host_keys: bool = False
+    install: bool = True
+    docker_host: str | None = None
+    docker_image: str | None = None
     nodes: int = 5
     zookeepers: int = 3
     colocate: bool = False
@@ -54,6 +61,14 @@ class TestConfig:
     seed: int | None = None
     store: str = "store"
     spark_master: str = "local[*]"
+
+    def cluster_options(self) -> dict[str, Any]:
+        """The backend's options for the cluster (ValueError when its hosts are missing)."""
+        return backend_options(self.backend, inventory=self.inventory,
+                               vagrant_dir=self.vagrant_dir,
+                               accept_new_host_keys=self.accept_new_host_keys,
+                               install=self.install, docker_host=self.docker_host,
+                               docker_image=self.docker_image)
 
     @property
     def replication_factor(self) -> int:
@@ -144,6 +159,10 @@ def _validate(config: TestConfig) -> None:
             raise ConfigError(message)
 
     need(config.backend in BACKENDS, f"backend must be one of {', '.join(BACKENDS)}")
+    try:
+        config.cluster_options()
+    except ValueError as error:
+        raise ConfigError(str(error)) from error
     need(1 <= config.nodes <= 99, "nodes must be 1 to 99")
     need(1 <= config.zookeepers <= 99, "zookeepers must be 1 to 99")
     need(not config.colocate or config.zookeepers <= config.nodes,

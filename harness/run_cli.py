@@ -6,7 +6,8 @@ import argparse
 import sys
 from pathlib import Path
 
-from harness.config import ACKS, BACKENDS, CLIENTS, ConfigError, TestConfig, load_config
+from harness.cluster_cli import add_backend_arguments
+from harness.config import ACKS, CLIENTS, ConfigError, TestConfig, load_config
 from harness.db.brokers import parse_overrides
 from harness.scenarios import SCENARIOS
 from harness.store import resolve_run
@@ -26,7 +27,7 @@ def add_run_commands(commands: argparse._SubParsersAction) -> None:
         "be set in a TOML file (--config); options given here win.")
     run.add_argument("--config", type=Path, metavar="FILE.toml", help="TOML file of options")
     run.add_argument("--name", help=f"test name, the store folder (default {_DEFAULTS.name})")
-    run.add_argument("--backend", choices=BACKENDS, help="where nodes run (default local)")
+    add_backend_arguments(run)
     run.add_argument("--nodes", type=int, help=f"brokers (default {_DEFAULTS.nodes})")
     run.add_argument("--zookeepers", type=int,
                      help=f"ZooKeeper nodes (default {_DEFAULTS.zookeepers})")
@@ -86,10 +87,14 @@ def _run(args: argparse.Namespace) -> int:
         return 0
     try:
         overrides = {name: getattr(args, name) for name in (
-            "name", "backend", "nodes", "zookeepers", "colocate", "time_limit", "nemesis",
+            "name", "nodes", "zookeepers", "colocate", "time_limit", "nemesis",
             "nemesis_interval", "scenario", "acks", "client", "idempotence", "keys",
             "concurrency", "rate", "op_timeout", "recovery_seconds", "final_read_seconds",
-            "seed", "store", "spark_master")}
+            "seed", "store", "spark_master", "inventory", "vagrant_dir", "docker_host",
+            "docker_image")}
+        overrides["backend"] = args.backend if args.backend != "local" else None
+        overrides["accept_new_host_keys"] = args.accept_new_host_keys or None
+        overrides["install"] = False if args.no_install else None
         overrides["broker_config"] = parse_overrides(args.broker_config) or None
         config = load_config(args.config, overrides)
         if config.scenario is not None and config.scenario not in SCENARIOS:
@@ -102,7 +107,8 @@ def _run(args: argparse.Namespace) -> int:
     except (ConfigError, ValueError) as error:
         print(f"kchaos run: {error}", file=sys.stderr)
         return INPUT_ERROR
-    ensure_root(sys.argv[1:])
+    if config.backend == "local":
+        ensure_root(sys.argv[1:])
     return run_test(config).exit_code
 
 

@@ -116,7 +116,8 @@ def _run_cluster_phase(config: TestConfig, scenario: Scenario | None, run_dir: P
                        out: TextIO) -> None:
     started = time.monotonic()
     spec = ClusterSpec(brokers=config.nodes, zookeepers=config.zookeepers,
-                       colocate=config.colocate, broker_config=dict(config.broker_config))
+                       colocate=config.colocate, broker_config=dict(config.broker_config),
+                       backend=config.backend, options=config.cluster_options())
     with Cluster.up(spec) as cluster:
         print(f"kchaos: cluster up in {time.monotonic() - started:.1f} s: "
               f"{cluster.bootstrap_servers}", file=out, flush=True)

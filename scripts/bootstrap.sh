@@ -4,7 +4,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-debian_packages=(zookeeper iptables nftables openssh-server iproute2 chromium)
+debian_packages=(zookeeper iptables nftables openssh-server iproute2 chromium sudo vagrant docker.io debootstrap busybox-static)
 missing=()
 for pkg in "${debian_packages[@]}"; do
     dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || missing+=("$pkg")

@@ -1,23 +1,22 @@
 """`Cluster` and a complete chaos run on the docker backend: 3 brokers and 1 ZooKeeper in
 containers of the node image on a private dockerd, nemeses unchanged.
 
-Until `kchaos run --backend docker` reaches the runner (harness.config.BACKENDS has only
-"local"), the run goes through `harness.runner.run_test` with the cluster spec's backend set
-to docker. Builds the node image: `make test-docker` sets KCHAOS_DOCKER_IMAGE_TESTS=1.
+The run is `kchaos run --backend docker` as a user types it. Builds the node image:
+`make test-docker` sets KCHAOS_DOCKER_IMAGE_TESTS=1.
 """
 
 from __future__ import annotations
 
-import functools
 import json
 import os
 import random
 import shutil
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
-import harness.runner
-from harness.config import load_config
 from harness.control.docker import PrivateDaemon, run_prefixes
 from harness.control.docker_image import RUN_LABEL, build_run_image
 from harness.db import Cluster, ClusterSpec
@@ -87,12 +86,13 @@ def test_safe_run_with_partition_and_kill_faults_is_valid(docker_host, tmp_path,
     base_url, image, client = docker_host
     store = tmp_path / "store"
     monkeypatch.setenv("KCHAOS_STATE_DIR", str(tmp_path / "state"))
-    monkeypatch.setattr(harness.runner, "ClusterSpec", functools.partial(
-        ClusterSpec, backend="docker", options={"base_url": base_url, "image": image}))
-    config = load_config(None, {"time_limit": 20.0, "nemesis": "partition,kill",
-                                "nemesis_interval": 4.0, "seed": 5, "nodes": 3,
-                                "zookeepers": 1, "store": str(store)})
-    assert harness.runner.run_test(config).exit_code == 0
+    done = subprocess.run(
+        [str(Path(sys.executable).parent / "kchaos"), "run", "--store", str(store),
+         "--backend", "docker", "--docker-host", base_url, "--docker-image", image,
+         "--time-limit", "20", "--nemesis", "partition,kill", "--nemesis-interval", "4",
+         "--seed", "5", "--nodes", "3", "--zookeepers", "1"],
+        capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     run = (store / "latest").resolve()
     assert json.loads((run / "results.json").read_text())["valid"] is True
     assert (run / "nodes" / "n1" / "server.log").is_file()

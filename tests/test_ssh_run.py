@@ -1,14 +1,11 @@
 """A complete chaos run on the ssh backend: 3 brokers and 1 ZooKeeper on sshd hosts in
 network namespaces, partition and kill faults, the safe configuration, checked valid.
 
-The hosts share this filesystem, so the inventory's `python` reuses this venv. Until
-`kchaos run` takes `--backend ssh --inventory` (harness.config.BACKENDS), the run goes
-through `harness.runner.run_test` with the cluster spec's backend set to ssh; once it does,
-the command line is used. Needs root."""
+The hosts share this filesystem, so the inventory's `python` reuses this venv. Runs
+`kchaos run --backend ssh --inventory` as a user would. Needs root."""
 
 from __future__ import annotations
 
-import functools
 import json
 import subprocess
 import sys
@@ -16,18 +13,12 @@ from pathlib import Path
 
 import pytest
 
-import harness.config
-import harness.runner
-from harness.config import load_config
 from harness.control.ssh import ssh_runs
-from harness.db import ClusterSpec
 from tests.test_ssh_hosts import SshHosts, require_sshd
 
 pytestmark = pytest.mark.cluster
 
 KCHAOS = str(Path(sys.executable).parent / "kchaos")
-OPTIONS = {"time_limit": 20.0, "nemesis": "partition,kill", "nemesis_interval": 4.0,
-           "seed": 5, "nodes": 3, "zookeepers": 1}
 
 
 @pytest.fixture
@@ -43,18 +34,12 @@ def inventory(tmp_path):
 def test_safe_run_with_partition_and_kill_faults_is_valid(inventory, tmp_path, monkeypatch):
     store = tmp_path / "store"
     monkeypatch.setenv("KCHAOS_STATE_DIR", str(tmp_path / "state"))
-    if "ssh" in harness.config.BACKENDS:
-        done = subprocess.run(
-            [KCHAOS, "run", "--store", str(store), "--backend", "ssh", "--inventory",
-             str(inventory), "--time-limit", "20", "--nemesis", "partition,kill",
-             "--nemesis-interval", "4", "--seed", "5", "--nodes", "3", "--zookeepers", "1"],
-            capture_output=True, text=True, timeout=380)
-        assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-    else:
-        monkeypatch.setattr(harness.runner, "ClusterSpec", functools.partial(
-            ClusterSpec, backend="ssh", options={"inventory": str(inventory)}))
-        config = load_config(None, {**OPTIONS, "store": str(store)})
-        assert harness.runner.run_test(config).exit_code == 0
+    done = subprocess.run(
+        [KCHAOS, "run", "--store", str(store), "--backend", "ssh", "--inventory",
+         str(inventory), "--time-limit", "20", "--nemesis", "partition,kill",
+         "--nemesis-interval", "4", "--seed", "5", "--nodes", "3", "--zookeepers", "1"],
+        capture_output=True, text=True, timeout=380)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     run = (store / "latest").resolve()
     assert json.loads((run / "results.json").read_text())["valid"] is True
     assert (run / "nodes" / "n1" / "server.log").is_file()

@@ -37,12 +37,34 @@ from harness.db.brokers import BrokerSet
 from harness.db.files import fetch
 from harness.db.zookeeper import ZooKeeperEnsemble, ZooKeeperSettings
 
-__all__ = ["BACKENDS", "Cluster", "ClusterSpec", "down"]
+__all__ = ["BACKENDS", "Cluster", "ClusterSpec", "backend_options", "down"]
 
 CLUSTER_FILE = "cluster.json"
 SERVICES = ("broker", "zookeeper")
 BACKENDS = ("local", "ssh", "vagrant", "docker")
 SSH_STATE, DOCKER_STATE = "remote.json", "docker.json"
+
+
+def backend_options(backend: str, *, inventory: str | None = None,
+                    vagrant_dir: str | None = None, accept_new_host_keys: bool = False,
+                    install: bool = True, docker_host: str | None = None,
+                    docker_image: str | None = None) -> dict[str, Any]:
+    """A ClusterSpec's `options` for `backend`; ValueError when its source of hosts is missing."""
+    if backend not in BACKENDS:
+        raise ValueError(f"backend must be one of {', '.join(BACKENDS)}, got {backend!r}")
+    if backend == "ssh":
+        if not inventory:
+            raise ValueError("the ssh backend needs an inventory (--inventory FILE.toml)")
+        return {"inventory": str(Path(inventory).resolve()), "install": install,
+                "accept_new_host_keys": accept_new_host_keys}
+    if backend == "vagrant":
+        if not vagrant_dir:
+            raise ValueError("the vagrant backend needs its directory (--vagrant-dir DIR)")
+        return {"vagrant_dir": str(Path(vagrant_dir).resolve()), "install": install,
+                "accept_new_host_keys": accept_new_host_keys}
+    if backend == "docker":
+        return {"base_url": docker_host, "image": docker_image}
+    return {}
 
 
 @dataclass(frozen=True)
