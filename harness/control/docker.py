@@ -54,8 +54,15 @@ from harness.control.errors import (
     TransferError,
     UnknownNode,
 )
-from harness.control.local import default_state_root
 from harness.control.remote import Process, Result
+from harness.control.runstate import (
+    default_state_root,
+    owner_record,
+    read_record,
+    recorded_runs,
+    release,
+    write_json,
+)
 
 __all__ = ["DockerNetwork", "DockerRemote", "PrivateDaemon", "destroy_run", "firewall_rules",
            "run_prefixes"]
@@ -165,10 +172,10 @@ class DockerRemote:
             network = _allocate(client, tuple(nodes), root)
             state_dir = root / network.prefix
             state_dir.mkdir()
-            _write_json(state_dir / STATE_FILE, {
+            write_json(state_dir / STATE_FILE, {
                 **network.to_json(), "base_url": base_url or os.environ.get("DOCKER_HOST"),
                 "image": image,
-                "owner": _owner_record(os.getpid())})
+                "owner": owner_record()})
         remote = cls(client, network, state_dir, image or "")
         try:
             remote.image = image or build_run_image(client, network.prefix)
@@ -181,17 +188,13 @@ class DockerRemote:
     @classmethod
     def attach(cls, state_dir: Path) -> DockerRemote:
         """The remote of a run provisioned earlier, possibly by another process."""
-        try:
-            data = json.loads((state_dir / STATE_FILE).read_text())
-        except (OSError, ValueError) as error:
-            raise ProvisionError(f"{state_dir}: no readable {STATE_FILE}: {error}") from error
+        data = read_record(state_dir, STATE_FILE)
         return cls(_client(data["base_url"]), DockerNetwork.from_json(data), state_dir,
                    data.get("image") or f"kchaos/run:{data['prefix']}")
 
     def detach(self) -> None:
         """Let the run outlive this process: `destroy_run` then removes it whenever asked."""
-        data = json.loads((self.state_dir / STATE_FILE).read_text())
-        _write_json(self.state_dir / STATE_FILE, {**data, "owner": None})
+        release(self.state_dir, STATE_FILE)
 
     def destroy(self) -> None:
         """Remove the run's containers, network, own image and state; idempotent."""
@@ -355,18 +358,7 @@ class DockerRemote:
 def run_prefixes(state_root: Path | None = None, include_owned: bool = False) -> list[str]:
     """Docker runs recorded under the state root; without `include_owned`, only those whose
     owner is gone or that were detached."""
-    root = state_root or default_state_root()
-    prefixes = []
-    for path in sorted(root.glob(f"*/{STATE_FILE}")):
-        if not PREFIX.match(path.parent.name):
-            continue
-        try:
-            owner = json.loads(path.read_text()).get("owner")
-        except (OSError, ValueError):
-            owner = None
-        if include_owned or not _owner_alive(owner):
-            prefixes.append(path.parent.name)
-    return prefixes
+    return recorded_runs(state_root or default_state_root(), STATE_FILE, PREFIX, include_owned)
 
 
 def destroy_run(prefix: str, state_root: Path | None = None,
@@ -544,27 +536,6 @@ def _mounts_under(directory: Path) -> list[str]:
     with open("/proc/self/mounts") as mounts:
         points = [line.split()[1] for line in mounts]
     return sorted(p for p in points if p.startswith(prefix))
-
-
-def _owner_record(pid: int) -> dict:
-    return {"pid": pid, "start": _start_time(pid)}
-
-
-def _owner_alive(owner: Mapping | None) -> bool:
-    return bool(owner) and _start_time(int(owner["pid"])) == owner.get("start")
-
-
-def _start_time(pid: int) -> int | None:
-    try:
-        return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[19])
-    except (OSError, IndexError, ValueError):
-        return None
-
-
-def _write_json(path: Path, data: Mapping) -> None:
-    temporary = path.with_suffix(".tmp")
-    temporary.write_text(json.dumps(data, indent=1) + "\n")
-    os.replace(temporary, path)
 
 
 @contextlib.contextmanager

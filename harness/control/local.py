@@ -42,6 +42,14 @@ from harness.control.errors import (
     UnknownNode,
 )
 from harness.control.remote import Process, Result
+from harness.control.runstate import (
+    default_state_root,
+    owner_record,
+    read_record,
+    recorded_runs,
+    release,
+    write_json,
+)
 
 __all__ = ["LocalRemote", "Network", "default_state_root", "destroy_run", "run_prefixes"]
 
@@ -51,16 +59,6 @@ FIRST_HOST = 10
 NODE_NAME = re.compile(r"^[a-z][a-z0-9]{0,7}$")
 PREFIX = re.compile(r"^kc[0-9a-f]{4}$")
 NETWORK_FILE = "network.json"
-
-
-def default_state_root() -> Path:
-    """Where runs record themselves: $KCHAOS_STATE_DIR, /run/kchaos for root, else per user."""
-    if "KCHAOS_STATE_DIR" in os.environ:
-        return Path(os.environ["KCHAOS_STATE_DIR"])
-    if os.geteuid() == 0:
-        return Path("/run/kchaos")
-    runtime = os.environ.get("XDG_RUNTIME_DIR") or f"/tmp/kchaos-{os.getuid()}"
-    return Path(runtime) / "kchaos"
 
 
 @dataclass(frozen=True)
@@ -134,8 +132,7 @@ class LocalRemote:
             network = _allocate(tuple(nodes), root)
             state_dir = root / network.prefix
             state_dir.mkdir()
-            _write_json(state_dir / NETWORK_FILE,
-                        {**network.to_json(), "owner": _owner_record(os.getpid())})
+            write_json(state_dir / NETWORK_FILE, {**network.to_json(), "owner": owner_record()})
             remote = cls(network, state_dir)
             try:
                 remote._create_bridge()
@@ -152,16 +149,11 @@ class LocalRemote:
     @classmethod
     def attach(cls, state_dir: Path) -> LocalRemote:
         """The remote of a run provisioned earlier, possibly by another process."""
-        try:
-            data = json.loads((state_dir / NETWORK_FILE).read_text())
-        except (OSError, ValueError) as error:
-            raise ProvisionError(f"{state_dir}: no readable {NETWORK_FILE}: {error}") from error
-        return cls(Network.from_json(data), state_dir)
+        return cls(Network.from_json(read_record(state_dir, NETWORK_FILE)), state_dir)
 
     def detach(self) -> None:
         """Let the run outlive this process: `destroy_run` then removes it whenever asked."""
-        data = json.loads((self.state_dir / NETWORK_FILE).read_text())
-        _write_json(self.state_dir / NETWORK_FILE, {**data, "owner": None})
+        release(self.state_dir, NETWORK_FILE)
 
     def destroy(self) -> None:
         """Kill every process in the run's namespaces and remove all of it; idempotent."""
@@ -296,19 +288,8 @@ class LocalRemote:
 def run_prefixes(state_root: Path | None = None, include_owned: bool = False) -> list[str]:
     """Runs recorded under the state root; without `include_owned`, only those whose owner
     is gone (SIGKILLed harness) or that have none (`kchaos cluster up`)."""
-    root = state_root or default_state_root()
-    prefixes = []
-    for path in sorted(root.glob(f"*/{NETWORK_FILE}")):
-        prefix = path.parent.name
-        if not PREFIX.match(prefix):
-            continue
-        try:
-            owner = json.loads(path.read_text()).get("owner")
-        except (OSError, ValueError):
-            owner = None
-        if include_owned or not _owner_alive(owner):
-            prefixes.append(prefix)
-    return prefixes
+    return recorded_runs(state_root or default_state_root(), NETWORK_FILE, PREFIX,
+                         include_owned)
 
 
 def destroy_run(prefix: str, state_root: Path | None = None, grace: float = 5.0) -> None:
@@ -429,30 +410,6 @@ def _proc_state(pid: int) -> str:
         return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
     except (OSError, IndexError):
         return "X"
-
-
-def _start_time(pid: int) -> int | None:
-    try:
-        return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[19])
-    except (OSError, IndexError, ValueError):
-        return None
-
-
-def _owner_record(pid: int) -> dict:
-    return {"pid": pid, "start": _start_time(pid)}
-
-
-def _owner_alive(owner: Mapping | None) -> bool:
-    if not owner:
-        return False
-    pid = int(owner["pid"])
-    return _proc_state(pid) not in "ZX" and _start_time(pid) == owner.get("start")
-
-
-def _write_json(path: Path, data: Mapping) -> None:
-    temporary = path.with_suffix(".tmp")
-    temporary.write_text(json.dumps(data, indent=1) + "\n")
-    os.replace(temporary, path)
 
 
 def _copy(source: Path, target: Path) -> None:

@@ -27,14 +27,12 @@ from __future__ import annotations
 
 import base64
 import contextlib
-import json
 import os
 import re
 import secrets
 import select
 import shlex
 import shutil
-import socket
 import threading
 import time
 from collections.abc import Mapping, Sequence
@@ -55,8 +53,14 @@ from harness.control.errors import (
     UnknownNode,
 )
 from harness.control.inventory import Host, Inventory
-from harness.control.local import default_state_root
 from harness.control.remote import Process, Result
+from harness.control.runstate import (
+    default_state_root,
+    owner_record,
+    read_record,
+    recorded_runs,
+    write_json,
+)
 
 __all__ = ["SSHRemote", "nft_rules", "ssh_runs"]
 
@@ -279,11 +283,11 @@ class SSHRemote:
             raise ProvisionError(f"no free run prefix under {root}")
         remote = cls(inventory, prefix, root / prefix, accept_new_host_keys)
         try:
-            remote._save(owner=_owner_record(os.getpid()))
+            remote._save(owner=owner_record())
             errors = _parallel(remote.nodes, remote._prepare)
             if errors:
                 raise errors[0]
-            remote._save(owner=_owner_record(os.getpid()))
+            remote._save(owner=owner_record())
         except BaseException:
             with contextlib.suppress(RemoteError):
                 remote.destroy()
@@ -292,10 +296,7 @@ class SSHRemote:
 
     @classmethod
     def attach(cls, state_dir: Path) -> SSHRemote:
-        try:
-            data = json.loads((state_dir / STATE_FILE).read_text())
-        except (OSError, ValueError) as error:
-            raise ProvisionError(f"{state_dir}: no readable {STATE_FILE}: {error}") from error
+        data = read_record(state_dir, STATE_FILE)
         return cls(Inventory.from_json(data["inventory"]), data["prefix"], state_dir,
                    data["accept_new_host_keys"], data.get("addresses"))
 
@@ -348,9 +349,7 @@ class SSHRemote:
         data = {"backend": "ssh", "prefix": self.prefix,
                 "inventory": self.inventory.to_json(), "addresses": self._addresses,
                 "accept_new_host_keys": self.accept_new_host_keys, "owner": owner}
-        path = self.state_dir / STATE_FILE
-        path.with_suffix(".tmp").write_text(json.dumps(data, indent=1) + "\n")
-        path.with_suffix(".tmp").replace(path)
+        write_json(self.state_dir / STATE_FILE, data)
 
     # -- Remote ---------------------------------------------------------------------------
 
@@ -511,17 +510,7 @@ class SSHRemote:
 def ssh_runs(state_root: Path, include_owned: bool = False) -> list[str]:
     """SSH runs recorded under `state_root`; without `include_owned`, only those whose
     owner is gone or that were detached."""
-    prefixes = []
-    for path in sorted(state_root.glob(f"*/{STATE_FILE}")):
-        if not PREFIX.match(path.parent.name):
-            continue
-        try:
-            owner = json.loads(path.read_text()).get("owner")
-        except (OSError, ValueError):
-            owner = None
-        if include_owned or not _owner_alive(owner):
-            prefixes.append(path.parent.name)
-    return prefixes
+    return recorded_runs(state_root, STATE_FILE, PREFIX, include_owned)
 
 
 def _q(text: str) -> str:
@@ -543,22 +532,3 @@ def _parallel(nodes: Sequence[str], action) -> list[Exception]:
     for thread in threads:
         thread.join()
     return errors
-
-
-def _owner_record(pid: int) -> dict:
-    return {"pid": pid, "start": _start_time(pid), "host": socket.gethostname()}
-
-
-def _owner_alive(owner: Mapping | None) -> bool:
-    if not owner or owner.get("host") != socket.gethostname():
-        return False
-    start = _start_time(int(owner["pid"]))
-    return start is not None and start == owner.get("start")
-
-
-def _start_time(pid: int) -> int | None:
-    try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    except (OSError, IndexError):
-        return None
-    return None if fields[0] in "ZX" else int(fields[19])

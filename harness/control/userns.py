@@ -14,7 +14,7 @@ import sys
 from collections.abc import Sequence
 
 from harness.control.errors import PrivilegeError
-from harness.control.local import default_state_root
+from harness.control.runstate import default_state_root
 
 __all__ = ["ensure_root", "in_user_namespace"]
 

@@ -32,7 +32,8 @@ from pathlib import Path
 from typing import Any
 
 from harness.control import ProvisionError, Remote, RemoteError
-from harness.control.local import LocalRemote, default_state_root, destroy_run, run_prefixes
+from harness.control.local import LocalRemote, destroy_run, run_prefixes
+from harness.control.runstate import default_state_root
 from harness.db.brokers import BrokerSet
 from harness.db.files import fetch
 from harness.db.zookeeper import ZooKeeperEnsemble, ZooKeeperSettings
