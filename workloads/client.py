@@ -21,15 +21,16 @@ from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
 __all__ = [
-    "DEFINITE_FAILURES",
-    "RETRIABLE_DEFINITE",
     "Client",
     "ClientOptions",
+    "completed",
+    "DEFINITE_FAILURES",
     "Delivery",
     "InvalidCompletion",
-    "Positions",
-    "completed",
     "outcome",
+    "Positions",
+    "QueueClient",
+    "RETRIABLE_DEFINITE",
     "send_completion",
     "validate",
 ]
@@ -193,3 +194,42 @@ class Positions:
 
     def read(self, key: Any, offset: int) -> None:
         self.next[key] = offset + 1
+
+
+class QueueClient:
+    """What the Kafka adapters share: the unopened factory value (`Adapter(options)`; `open`
+    returns a connected copy), the op dispatch and the read positions. Subclasses connect
+    in `open` and implement `_send`, `_poll` and `_assign`."""
+
+    def __init__(self, options: ClientOptions, node: str | None = None) -> None:
+        self.options = options
+        self.node = node
+        self.producer: Any = None
+        self.consumer: Any = None
+        self.positions = Positions()
+        self._partition_keys = options.partition_keys()
+
+    def teardown(self, test: Any) -> None:
+        pass
+
+    def invoke(self, test: Any, op: Mapping[str, Any]) -> dict[str, Any]:
+        f = op["f"]
+        if f == "send":
+            return self._send(op)
+        if f == "poll":
+            return self._poll(op)
+        if f == "assign":
+            self._assign(list(op["value"]), bool(op.get("seek_to_beginning")))
+            return completed(op, "ok", op["value"])
+        if f == "crash":
+            return completed(op, "info", op.get("value"))
+        raise ValueError(f"unknown f {f!r} for the queue client")
+
+    def _send(self, op: Mapping[str, Any]) -> dict[str, Any]:
+        raise NotImplementedError
+
+    def _poll(self, op: Mapping[str, Any]) -> dict[str, Any]:
+        raise NotImplementedError
+
+    def _assign(self, keys: list[Any], seek_to_beginning: bool) -> None:
+        raise NotImplementedError

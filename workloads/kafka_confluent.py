@@ -26,9 +26,8 @@ from confluent_kafka import (
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from workloads.client import (
-    ClientOptions,
     Delivery,
-    Positions,
+    QueueClient,
     completed,
     outcome,
     send_completion,
@@ -39,16 +38,11 @@ __all__ = ["ConfluentClient"]
 SETUP_TIMEOUT = 60.0
 
 
-class ConfluentClient:
+class ConfluentClient(QueueClient):
     """`ConfluentClient(options)` is the unopened factory value; `open` connects."""
 
-    def __init__(self, options: ClientOptions, node: str | None = None) -> None:
-        self.options = options
-        self.node = node
-        self.producer: Producer | None = None
-        self.consumer: Consumer | None = None
-        self.positions = Positions()
-        self._partition_keys = options.partition_keys()
+    producer: Producer | None
+    consumer: Consumer | None
 
     # -- lifecycle -----------------------------------------------------------------------
 
@@ -116,9 +110,6 @@ class ConfluentClient:
                 raise TimeoutError(f"topic {options.topic} has partitions without a leader")
             time.sleep(0.2)
 
-    def teardown(self, test: Any) -> None:
-        pass
-
     def close(self, test: Any) -> None:
         if self.producer is not None:
             self.producer.purge()
@@ -129,19 +120,6 @@ class ConfluentClient:
             self.consumer = None
 
     # -- ops -----------------------------------------------------------------------------
-
-    def invoke(self, test: Any, op: Mapping[str, Any]) -> dict[str, Any]:
-        f = op["f"]
-        if f == "send":
-            return self._send(op)
-        if f == "poll":
-            return self._poll(op)
-        if f == "assign":
-            self._assign(list(op["value"]), bool(op.get("seek_to_beginning")))
-            return completed(op, "ok", op["value"])
-        if f == "crash":
-            return completed(op, "info", op.get("value"))
-        raise ValueError(f"unknown f {f!r} for the queue client")
 
     def _send(self, op: Mapping[str, Any]) -> dict[str, Any]:
         options = self.options

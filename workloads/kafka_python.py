@@ -17,9 +17,8 @@ from kafka.admin import KafkaAdminClient, NewTopic
 from kafka.errors import KafkaTimeoutError, TopicAlreadyExistsError
 
 from workloads.client import (
-    ClientOptions,
     Delivery,
-    Positions,
+    QueueClient,
     completed,
     outcome,
     send_completion,
@@ -38,16 +37,11 @@ def error_name(error: BaseException) -> str:
     return type(error).__name__
 
 
-class KafkaPythonClient:
+class KafkaPythonClient(QueueClient):
     """`KafkaPythonClient(options)` is the unopened factory value; `open` connects."""
 
-    def __init__(self, options: ClientOptions, node: str | None = None) -> None:
-        self.options = options
-        self.node = node
-        self.producer: KafkaProducer | None = None
-        self.consumer: KafkaConsumer | None = None
-        self.positions = Positions()
-        self._partition_keys = options.partition_keys()
+    producer: KafkaProducer | None
+    consumer: KafkaConsumer | None
 
     # -- lifecycle -----------------------------------------------------------------------
 
@@ -101,9 +95,6 @@ class KafkaPythonClient:
         finally:
             admin.close()
 
-    def teardown(self, test: Any) -> None:
-        pass
-
     def close(self, test: Any) -> None:
         if self.producer is not None:
             self.producer.close(timeout=0)
@@ -113,19 +104,6 @@ class KafkaPythonClient:
             self.consumer = None
 
     # -- ops -----------------------------------------------------------------------------
-
-    def invoke(self, test: Any, op: Mapping[str, Any]) -> dict[str, Any]:
-        f = op["f"]
-        if f == "send":
-            return self._send(op)
-        if f == "poll":
-            return self._poll(op)
-        if f == "assign":
-            self._assign(list(op["value"]), bool(op.get("seek_to_beginning")))
-            return completed(op, "ok", op["value"])
-        if f == "crash":
-            return completed(op, "info", op.get("value"))
-        raise ValueError(f"unknown f {f!r} for the queue client")
 
     def _send(self, op: Mapping[str, Any]) -> dict[str, Any]:
         options = self.options
