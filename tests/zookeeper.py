@@ -10,29 +10,13 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-CLASSPATH = ":".join([
-    "/etc/zookeeper/conf",
-    "/usr/share/java/zookeeper.jar",
-    "/usr/share/java/zookeeper-jute.jar",
-    "/usr/share/java/slf4j-api.jar",
-    "/usr/share/java/slf4j-log4j12.jar",
-    "/usr/share/java/log4j-1.2.jar",
-])
+from harness.db.zookeeper import CLASSPATH, MAIN_CLASS, four_letter_word
 
 
 def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return sock.getsockname()[1]
-
-
-def four_letter_word(port: int, word: bytes = b"ruok", timeout: float = 1.0) -> bytes:
-    with socket.create_connection(("127.0.0.1", port), timeout=timeout) as sock:
-        sock.sendall(word)
-        chunks = []
-        while chunk := sock.recv(4096):
-            chunks.append(chunk)
-        return b"".join(chunks)
 
 
 @dataclass
@@ -68,7 +52,7 @@ def start_zookeeper(directory: Path, port: int | None = None,
     process = subprocess.Popen(
         ["java", "-Xmx256m", "-cp", CLASSPATH,
          "-Dzookeeper.log.dir=" + str(directory), "-Dzookeeper.root.logger=INFO,CONSOLE",
-         "org.apache.zookeeper.server.quorum.QuorumPeerMain", str(config)],
+         MAIN_CLASS, str(config)],
         stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True,
     )
     log.close()
@@ -79,7 +63,7 @@ def start_zookeeper(directory: Path, port: int | None = None,
             raise RuntimeError(
                 f"ZooKeeper exited with {process.returncode}; see {directory}/zookeeper.log")
         try:
-            if four_letter_word(port) == b"imok":
+            if four_letter_word("127.0.0.1", "ruok", port=port) == "imok":
                 return zookeeper
         except OSError:
             pass

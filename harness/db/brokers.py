@@ -22,6 +22,7 @@ from kazoo.client import KazooClient
 
 from harness.control import Process, Remote
 from harness.db.files import put_text
+from harness.db.processes import ServiceProcesses
 
 __all__ = ["BrokerSet", "metadata", "parse_overrides", "server_properties"]
 
@@ -76,7 +77,7 @@ def metadata(address: str, port: int = CLIENT_PORT, timeout: float = 2.0
 
 
 @dataclass
-class BrokerSet:
+class BrokerSet(ServiceProcesses):
     """The brokers on `nodes` (broker.id = position + 1) and a ZooKeeper view to watch them."""
 
     remote: Remote
@@ -133,23 +134,6 @@ class BrokerSet:
                 f"{directory}/broker.log", cwd=directory)
         return started
 
-    def running(self, node: str) -> bool:
-        process = self.processes.get(node)
-        return process is not None and self.remote.running(node, process.pid)
-
-    def pid(self, node: str) -> int | None:
-        process = self.processes.get(node)
-        return process.pid if process else None
-
-    def kill(self, node: str) -> bool:
-        return self._signal(node, signal.SIGKILL)
-
-    def pause(self, node: str) -> bool:
-        return self._signal(node, signal.SIGSTOP)
-
-    def resume(self, node: str) -> bool:
-        return self._signal(node, signal.SIGCONT)
-
     def stop(self, node: str, timeout: float = 60.0) -> bool:
         """Graceful stop (SIGTERM: controlled shutdown); SIGKILL after `timeout`."""
         if not self._signal(node, signal.SIGCONT) or not self._signal(node, signal.SIGTERM):
@@ -165,10 +149,6 @@ class BrokerSet:
     def wipe(self, node: str) -> None:
         """Delete the broker's data (it must not run)."""
         self.remote.exec(node, ["rm", "-rf", self.data_dir(node)])
-
-    def _signal(self, node: str, sig: int) -> bool:
-        process = self.processes.get(node)
-        return process is not None and self.remote.signal(node, process.pid, sig)
 
     # -- ZooKeeper view -----------------------------------------------------------------
 

@@ -9,7 +9,6 @@ quorum has formed. The four-letter words are read over TCP from the controlling 
 from __future__ import annotations
 
 import re
-import signal
 import socket
 import time
 from collections.abc import Iterable, Mapping, Sequence
@@ -17,6 +16,7 @@ from dataclasses import asdict, dataclass, field
 
 from harness.control import Process, Remote
 from harness.db.files import put_text
+from harness.db.processes import ServiceProcesses
 
 __all__ = ["ZooKeeperEnsemble", "ZooKeeperSettings", "four_letter_word", "zoo_cfg"]
 
@@ -67,9 +67,10 @@ def zoo_cfg(myid: int, servers: Mapping[int, str], data_dir: str,
     return "\n".join(lines) + "\n"
 
 
-def four_letter_word(address: str, word: str = "srvr", timeout: float = 1.0) -> str:
+def four_letter_word(address: str, word: str = "srvr", timeout: float = 1.0,
+                     port: int = CLIENT_PORT) -> str:
     """The answer of a ZooKeeper server to a four-letter word; raises OSError."""
-    with socket.create_connection((address, CLIENT_PORT), timeout=timeout) as sock:
+    with socket.create_connection((address, port), timeout=timeout) as sock:
         sock.sendall(word.encode())
         chunks = []
         while chunk := sock.recv(4096):
@@ -78,7 +79,7 @@ def four_letter_word(address: str, word: str = "srvr", timeout: float = 1.0) -> 
 
 
 @dataclass
-class ZooKeeperEnsemble:
+class ZooKeeperEnsemble(ServiceProcesses):
     """The ensemble on `nodes`; `root` is the directory on the nodes, one subdirectory each."""
 
     remote: Remote
@@ -151,27 +152,6 @@ class ZooKeeperEnsemble:
             if self.mode(node) in ("leader", "standalone"):
                 return node
         return None
-
-    def running(self, node: str) -> bool:
-        process = self.processes.get(node)
-        return process is not None and self.remote.running(node, process.pid)
-
-    def pid(self, node: str) -> int | None:
-        process = self.processes.get(node)
-        return process.pid if process else None
-
-    def kill(self, node: str) -> bool:
-        return self._signal(node, signal.SIGKILL)
-
-    def pause(self, node: str) -> bool:
-        return self._signal(node, signal.SIGSTOP)
-
-    def resume(self, node: str) -> bool:
-        return self._signal(node, signal.SIGCONT)
-
-    def _signal(self, node: str, sig: int) -> bool:
-        process = self.processes.get(node)
-        return process is not None and self.remote.signal(node, process.pid, sig)
 
     def to_json(self) -> dict:
         return {"nodes": list(self.nodes), "root": self.root, "settings": asdict(self.settings),
