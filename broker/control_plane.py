@@ -35,6 +35,8 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Protocol
 
+from broker.server.tcp import TcpServer
+
 __all__ = [
     "NONE", "UNKNOWN_SERVER_ERROR", "STALE_CONTROLLER_EPOCH", "NOT_CONTROLLER",
     "STALE_BROKER_EPOCH", "PartitionStateInfo", "BrokerEndpoint", "LeaderAndIsrRequest",
@@ -377,35 +379,17 @@ def _error_response(request: ControlRequest, code: int) -> Response:
 
 # -- broker side ---------------------------------------------------------------------------
 
-class ControlPlaneServer:
+class ControlPlaneServer(TcpServer):
     """The broker's control-plane listener; one request at a time per connection, in order."""
 
     def __init__(self, host: str, port: int, handler: ControlRequestHandler,
                  controlled_shutdown: ControlledShutdownCallback | None = None) -> None:
-        self.host, self.port = host, port
+        super().__init__(host, port)
         self.handler = handler
         self.controlled_shutdown = controlled_shutdown
         self.highest_controller_epoch = 0
-        self._server: asyncio.Server | None = None
-        self._connections: set[asyncio.Task] = set()
-
-    async def start(self) -> None:
-        self._server = await asyncio.start_server(self._serve, self.host, self.port)
-        self.port = self._server.sockets[0].getsockname()[1]
-
-    async def stop(self) -> None:
-        if self._server is not None:
-            self._server.close()
-        for task in list(self._connections):
-            task.cancel()
-        await asyncio.gather(*self._connections, return_exceptions=True)
-        if self._server is not None:
-            await self._server.wait_closed()
-            self._server = None
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        task = asyncio.current_task()
-        self._connections.add(task)
         try:
             while True:
                 correlation_id, request = decode_request(await _read_frame(reader))
@@ -416,9 +400,6 @@ class ControlPlaneServer:
             pass
         except ValueError as exc:
             log.warning("closing control-plane connection: %s", exc)
-        finally:
-            self._connections.discard(task)
-            writer.close()
 
     async def _dispatch(self, request: Request) -> Response:
         if isinstance(request, ControlledShutdownRequest):

@@ -15,6 +15,8 @@ import logging
 import struct
 from collections.abc import Awaitable, Callable
 
+from broker.server.tcp import TcpServer
+
 __all__ = ["CLOSE", "ClientListener", "Handler"]
 
 log = logging.getLogger("broker.server")
@@ -25,34 +27,16 @@ _SIZE = struct.Struct(">i")
 MAX_IN_FLIGHT = 100
 
 
-class ClientListener:
+class ClientListener(TcpServer):
+    """The client listener: requests of a connection are handled concurrently, answered in
+    order."""
+
     def __init__(self, host: str, port: int, handler: Handler, max_request_bytes: int) -> None:
-        self.host = host
-        self.port = port
+        super().__init__(host, port, reuse_address=True, limit=1 << 20)
         self.handler = handler
         self.max_request_bytes = max_request_bytes
-        self._server: asyncio.Server | None = None
-        self._connections: set[asyncio.Task] = set()
-
-    async def start(self) -> None:
-        self._server = await asyncio.start_server(
-            self._serve, self.host, self.port, reuse_address=True, limit=1 << 20
-        )
-        self.port = self._server.sockets[0].getsockname()[1]
-
-    async def stop(self) -> None:
-        if self._server is not None:
-            self._server.close()
-        for task in list(self._connections):
-            task.cancel()
-        await asyncio.gather(*self._connections, return_exceptions=True)
-        if self._server is not None:
-            await self._server.wait_closed()
-            self._server = None
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        task = asyncio.current_task()
-        self._connections.add(task)
         peer = writer.get_extra_info("peername")
         responses: asyncio.Queue = asyncio.Queue(MAX_IN_FLIGHT)
         writing = asyncio.get_running_loop().create_task(self._write_responses(responses, writer))
@@ -80,8 +64,6 @@ class ClientListener:
                     await asyncio.wait_for(writing, 60)
                 except (TimeoutError, asyncio.CancelledError):
                     writing.cancel()
-            self._connections.discard(task)
-            writer.close()
 
     @staticmethod
     async def _write_responses(responses: asyncio.Queue, writer: asyncio.StreamWriter) -> None:

@@ -1,0 +1,1 @@
+"""Replication: partitions (ISR, high watermark), replica manager, follower fetchers."""
