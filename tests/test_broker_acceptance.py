@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import signal
 import socket
 import struct
 import time
@@ -13,7 +14,7 @@ import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from broker import control_plane
+from broker import control_plane, zk
 from tests.brokers import BrokerCluster
 
 pytestmark = [pytest.mark.cluster, pytest.mark.timeout(180)]
@@ -277,3 +278,49 @@ def test_isr_of_dead_leader_offline_unless_unclean(zookeeper, tmp_path):
         unclean = [e for e in cluster.events() if e.get("unclean")]
         assert unclean and unclean[-1]["new_leader"] == state["leader"]
         assert unclean[-1]["topic"] == "unclean" and unclean[-1]["partition"] == 0
+
+
+# -- pre-KIP-101 truncation to the high watermark loses committed writes ----------------------
+
+@pytest.mark.parametrize(("mode", "loses"), [("high-watermark", True), ("leader-epoch", False)])
+def test_truncation_to_the_high_watermark_loses_what_leader_epochs_keep(zookeeper, tmp_path,
+                                                                       mode, loses):
+    """KIP-101's first scenario: follower B restarts while leader A is unreachable, becomes A's
+    follower again and (pre-KIP-101) truncates to its stale checkpointed high watermark; then
+    A's session expires and B is elected. With leader epochs B cannot ask A where to truncate,
+    keeps its log, and nothing acknowledged is lost."""
+    properties = {"replication.truncation.mode": mode, "min.insync.replicas": "1",
+                  "unclean.leader.election.enable": "true",
+                  "replica.high.watermark.checkpoint.interval.ms": "600000"}
+    with BrokerCluster(zookeeper.connect, tmp_path, size=3, properties=properties) as cluster:
+        controller = cluster.controller()[0]
+        leader, follower = sorted(b for b in cluster.brokers if b != controller)
+        zk.create_topic(cluster.zk, "kip101", {0: [leader, follower]}, None)
+        cluster.wait_for_state("kip101", 0, lambda s: s["leader"] == leader
+                               and sorted(s["isr"]) == sorted([leader, follower]))
+        producer = Producer({"bootstrap.servers": cluster.bootstrap, "acks": "all"})
+        acked: list[bytes] = []
+        for value in (b"m1", b"m2", b"m3"):
+            producer.produce("kip101", value, partition=0,
+                             on_delivery=lambda error, message: acked.append(message.value())
+                             if error is None else None)
+            producer.flush(30)
+        assert acked == [b"m1", b"m2", b"m3"]
+
+        cluster.kill(follower)
+        cluster.start_broker(follower, wait=False)
+        deadline = time.monotonic() + 30
+        while cluster.zk.exists(f"/brokers/ids/{follower}") is not None:
+            assert time.monotonic() < deadline, "the follower's old session never expired"
+            time.sleep(0.02)
+        cluster.kill(leader, signal.SIGSTOP)
+        try:
+            cluster.wait_until_registered({follower})
+            cluster.wait_for_state("kip101", 0, lambda s: s["leader"] == follower, timeout=60)
+        finally:
+            cluster.kill(leader, signal.SIGCONT)
+        stored = [value for _, value in read_all(cluster.bootstrap, "kip101", 1)[0]]
+        if loses:
+            assert set(acked) - set(stored), f"nothing was lost: {stored}"
+        else:
+            assert stored[:3] == acked
