@@ -51,6 +51,8 @@ class TestConfig:
     acks: str = "all"
     client: str = "confluent"
     idempotence: bool = False
+    retries: int | None = None
+    linger_ms: int = 0
     keys: int = 4
     concurrency: int = 6
     rate: float = 100.0
@@ -172,6 +174,8 @@ def _validate(config: TestConfig) -> None:
     need(config.acks in ACKS, f"acks must be one of {', '.join(ACKS)}")
     need(config.client in CLIENTS, f"client must be one of {', '.join(CLIENTS)}")
     need(config.keys >= 1 and config.concurrency >= 1, "keys and concurrency must be >= 1")
+    need((config.retries is None or config.retries >= 0) and config.linger_ms >= 0,
+         "retries and linger_ms must be >= 0")
     need(config.rate > 0 and config.op_timeout > 0, "rate and op_timeout must be > 0")
     need(config.recovery_seconds >= 0 and config.final_read_seconds > 0,
          "recovery_seconds must be >= 0 and final_read_seconds > 0")

@@ -46,6 +46,9 @@ def add_run_commands(commands: argparse._SubParsersAction) -> None:
     run.add_argument("--client", choices=CLIENTS, help="Kafka client (default confluent)")
     run.add_argument("--idempotence", action="store_true", default=None,
                      help="idempotent producers")
+    run.add_argument("--retries", type=int,
+                     help="producer retries (default 0, or unbounded with --idempotence)")
+    run.add_argument("--linger-ms", type=int, help="producer linger.ms (default 0)")
     run.add_argument("--keys", type=int, help=f"keys = partitions (default {_DEFAULTS.keys})")
     run.add_argument("--concurrency", type=int,
                      help=f"client threads (default {_DEFAULTS.concurrency})")
@@ -88,7 +91,8 @@ def _run(args: argparse.Namespace) -> int:
     try:
         overrides = {name: getattr(args, name) for name in (
             "name", "nodes", "zookeepers", "colocate", "time_limit", "nemesis",
-            "nemesis_interval", "scenario", "acks", "client", "idempotence", "keys",
+            "nemesis_interval", "scenario", "acks", "client", "idempotence", "retries",
+            "linger_ms", "keys",
             "concurrency", "rate", "op_timeout", "recovery_seconds", "final_read_seconds",
             "seed", "store", "spark_master", "inventory", "vagrant_dir", "docker_host",
             "docker_image")}

@@ -135,7 +135,8 @@ def _run_workload(config: TestConfig, scenario: Scenario | None, cluster: Cluste
         bootstrap_servers=tuple(cluster.bootstrap_servers.split(",")), client=config.client,
         keys=config.keys, concurrency=config.concurrency, rate=config.rate,
         replication_factor=config.replication_factor, acks=config.acks,
-        idempotence=config.idempotence, op_timeout=config.op_timeout, seed=config.seed))
+        idempotence=config.idempotence, retries=config.retries, linger_ms=config.linger_ms,
+        op_timeout=config.op_timeout, seed=config.seed))
     faults = _nemesis_package(config, scenario)
     test = {**read_test(run_dir), **dict(workload.test_fields),
             "key_partitions": {str(k): list(v) for k, v in workload.key_partitions.items()},

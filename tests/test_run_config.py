@@ -22,11 +22,11 @@ def test_defaults_are_the_safe_configuration():
 
 def test_toml_then_command_line(tmp_path):
     toml = tmp_path / "test.toml"
-    toml.write_text('name = "nightly"\ntime-limit = 30\nacks = "1"\n'
+    toml.write_text('name = "nightly"\ntime-limit = 30\nacks = "1"\nlinger-ms = 5\n'
                     '[broker_config]\n"min.insync.replicas" = 1\n"log.segment.bytes" = 1048576\n')
     config = load_config(toml, {"acks": "all", "nodes": None,
                                 "broker_config": {"replica.lag.time.max.ms": "3000"}})
-    assert config.name == "nightly" and config.time_limit == 30.0
+    assert config.name == "nightly" and config.time_limit == 30.0 and config.linger_ms == 5
     assert config.acks == "all"
     assert config.nodes == 5
     assert config.broker_config == {"min.insync.replicas": "1",
@@ -40,6 +40,7 @@ def test_toml_then_command_line(tmp_path):
     ("colour = 'blue'\n", "unknown key 'colour'"),
     ("acks = '2'\n", "acks must be one of 0, 1, all"),
     ("time_limit = -1\n", "time_limit must be > 0 seconds"),
+    ("retries = -2\n", "retries and linger_ms must be >= 0"),
     ("name = '../x'\n", "name must be a plain folder name"),
     ("nodes = [\n", "not valid TOML"),
 ])
