@@ -52,8 +52,8 @@ from harness.control.errors import (
     ProvisionError,
     SpawnError,
     TransferError,
-    UnknownNode,
 )
+from harness.control.network import RunNetwork
 from harness.control.remote import Process, Result
 from harness.control.runstate import (
     default_state_root,
@@ -67,8 +67,6 @@ from harness.control.runstate import (
 __all__ = ["DockerNetwork", "DockerRemote", "PrivateDaemon", "destroy_run", "firewall_rules",
            "run_prefixes"]
 
-SUBNET = "10.79.{}.0/24"
-FIRST_HOST = 10
 NODE_NAME = re.compile(r"^[a-z][a-z0-9]{0,7}$")
 PREFIX = re.compile(r"^kd[0-9a-f]{4}$")
 STATE_FILE = "docker.json"
@@ -77,50 +75,18 @@ _SPAWN = ('log=$1; shift; mkdir -p "$(dirname "$log")" || exit 1\n'
           'setsid "$@" >>"$log" 2>&1 </dev/null & echo $!')
 
 
-@dataclass(frozen=True)
-class DockerNetwork:
-    """Names and addresses of one run; pure, serialisable."""
+class DockerNetwork(RunNetwork):
+    """Names and addresses of one run on a docker network."""
 
-    prefix: str
-    subnet: int
-    nodes: tuple[str, ...]
+    site = "10.79"
 
     @property
     def name(self) -> str:
         return f"{self.prefix}-net"
 
-    @property
-    def bridge(self) -> str:
-        return f"{self.prefix}br"
-
-    @property
-    def cidr(self) -> str:
-        return SUBNET.format(self.subnet)
-
-    @property
-    def gateway(self) -> str:
-        return f"10.79.{self.subnet}.1"
-
-    @property
-    def table(self) -> str:
-        return self.prefix
-
     def container(self, node: str) -> str:
         self.address(node)
         return f"{self.prefix}-{node}"
-
-    def address(self, node: str) -> str:
-        try:
-            return f"10.79.{self.subnet}.{FIRST_HOST + self.nodes.index(node)}"
-        except ValueError:
-            raise UnknownNode(node) from None
-
-    def to_json(self) -> dict:
-        return {"prefix": self.prefix, "subnet": self.subnet, "nodes": list(self.nodes)}
-
-    @classmethod
-    def from_json(cls, data: Mapping) -> DockerNetwork:
-        return cls(data["prefix"], int(data["subnet"]), tuple(data["nodes"]))
 
 
 def firewall_rules(table: str, dropped: Sequence[str], loss: Mapping[str, float]) -> str:
@@ -505,7 +471,7 @@ def _allocate(client: docker.DockerClient, nodes: tuple[str, ...], root: Path) -
     start = secrets.randbelow(256)
     for step in range(256):
         subnet = (start + step) % 256
-        candidate = ipaddress.ip_network(SUBNET.format(subnet))
+        candidate = ipaddress.ip_network(DockerNetwork.cidr_of(subnet))
         if subnet not in taken and not any(candidate.overlaps(net) for net in used):
             break
     else:

@@ -29,7 +29,6 @@ import subprocess
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
 from pathlib import Path
 
 from harness.control.errors import (
@@ -39,8 +38,8 @@ from harness.control.errors import (
     ProvisionError,
     SpawnError,
     TransferError,
-    UnknownNode,
 )
+from harness.control.network import RunNetwork
 from harness.control.remote import Process, Result
 from harness.control.runstate import (
     default_state_root,
@@ -54,55 +53,21 @@ from harness.control.runstate import (
 __all__ = ["LocalRemote", "Network", "default_state_root", "destroy_run", "run_prefixes"]
 
 NETNS_DIR = Path("/run/netns")
-SUBNET = "10.77.{}.0/24"
-FIRST_HOST = 10
 NODE_NAME = re.compile(r"^[a-z][a-z0-9]{0,7}$")
 PREFIX = re.compile(r"^kc[0-9a-f]{4}$")
 NETWORK_FILE = "network.json"
 
 
-@dataclass(frozen=True)
-class Network:
-    """Names and addresses of one run; pure, serialisable."""
+class Network(RunNetwork):
+    """Names and addresses of one run on network namespaces."""
 
-    prefix: str
-    subnet: int
-    nodes: tuple[str, ...]
-
-    @property
-    def bridge(self) -> str:
-        return f"{self.prefix}br"
-
-    @property
-    def gateway(self) -> str:
-        return f"10.77.{self.subnet}.1"
-
-    @property
-    def cidr(self) -> str:
-        return SUBNET.format(self.subnet)
-
-    @property
-    def table(self) -> str:
-        return self.prefix
+    site = "10.77"
 
     def netns(self, node: str) -> str:
         return f"{self.prefix}-{node}"
 
     def veth(self, node: str) -> str:
         return f"{self.prefix}{node}"
-
-    def address(self, node: str) -> str:
-        try:
-            return f"10.77.{self.subnet}.{FIRST_HOST + self.nodes.index(node)}"
-        except ValueError:
-            raise UnknownNode(node) from None
-
-    def to_json(self) -> dict:
-        return {"prefix": self.prefix, "subnet": self.subnet, "nodes": list(self.nodes)}
-
-    @classmethod
-    def from_json(cls, data: Mapping) -> Network:
-        return cls(data["prefix"], int(data["subnet"]), tuple(data["nodes"]))
 
 
 class LocalRemote:
@@ -332,7 +297,7 @@ def _allocate(nodes: tuple[str, ...], root: Path) -> Network:
     start = secrets.randbelow(256)
     for step in range(256):
         subnet = (start + step) % 256
-        candidate = ipaddress.ip_network(SUBNET.format(subnet))
+        candidate = ipaddress.ip_network(Network.cidr_of(subnet))
         if subnet not in taken and not any(candidate.overlaps(net) for net in used):
             break
     else:
