@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import random
 import time
+from collections.abc import Sequence
 from typing import Any
 
 from nemesis import grudge as grudges
@@ -96,66 +97,68 @@ class RestartNemesis:
         return _done(op, results)
 
 
-class PauseNemesis:
-    """`pause` (SIGSTOP the target brokers) and `resume` (SIGCONT every broker)."""
+class _Pauser:
+    """SIGSTOP the targets of one service; the resume op SIGCONTs every member of it."""
 
-    fs = frozenset({"pause", "resume"})
+    service: str
+    pause_f: str
+    resume_f: str
 
     def __init__(self, rng: random.Random) -> None:
         self.rng = rng
         self.paused: set[str] = set()
+        self.fs = frozenset({self.pause_f, self.resume_f})
 
     def setup(self, cluster: ClusterControl) -> None:
         pass
 
     def teardown(self, cluster: ClusterControl) -> None:
-        self.invoke(cluster, {"f": "resume"})
+        self.invoke(cluster, {"f": self.resume_f})
 
     def invoke(self, cluster: ClusterControl, op: dict) -> dict:
-        if op["f"] == "resume":
-            resumed = {n: "resumed" for n in sorted(self.paused) if cluster.resume(n)}
-            for node in cluster.brokers:
-                cluster.resume(node)
-            self.paused.clear()
-            return _done(op, resumed, "not-started")
-        targets = [n for n in resolve_brokers(cluster, op.get("value"), self.rng)
-                   if cluster.pause(n)]
-        self.paused.update(targets)
-        return _done(op, {n: "paused" for n in targets})
-
-
-class PauseZooKeeperNemesis:
-    """`pause-zookeeper` with value "leader" (the ensemble leader now), "majority" (a random
-    majority) or "one"; `resume-zookeeper` continues every member."""
-
-    fs = frozenset({"pause-zookeeper", "resume-zookeeper"})
-
-    def __init__(self, rng: random.Random) -> None:
-        self.rng = rng
-        self.paused: set[str] = set()
-
-    def setup(self, cluster: ClusterControl) -> None:
-        pass
-
-    def teardown(self, cluster: ClusterControl) -> None:
-        self.invoke(cluster, {"f": "resume-zookeeper"})
-
-    def invoke(self, cluster: ClusterControl, op: dict) -> dict:
-        if op["f"] == "resume-zookeeper":
+        if op["f"] == self.resume_f:
             resumed = {n: "resumed" for n in sorted(self.paused)
-                       if cluster.resume(n, "zookeeper")}
-            for node in cluster.zookeepers:
-                cluster.resume(node, "zookeeper")
+                       if cluster.resume(n, self.service)}
+            for node in self.members(cluster):
+                cluster.resume(node, self.service)
             self.paused.clear()
             return _done(op, resumed, "not-started")
-        targets = self.targets(cluster, op.get("value") or "leader")
-        paused = [n for n in targets if cluster.pause(n, "zookeeper")]
+        paused = [n for n in self.targets(cluster, op.get("value"))
+                  if cluster.pause(n, self.service)]
         self.paused.update(paused)
         return _done(op, {n: "paused" for n in paused})
 
-    def targets(self, cluster: ClusterControl, spec: str) -> list[str]:
+    def members(self, cluster: ClusterControl) -> Sequence[str]:
+        raise NotImplementedError
+
+    def targets(self, cluster: ClusterControl, spec: Any) -> list[str]:
+        raise NotImplementedError
+
+
+class PauseNemesis(_Pauser):
+    """`pause` (SIGSTOP the target brokers) and `resume` (SIGCONT every broker)."""
+
+    service, pause_f, resume_f = "broker", "pause", "resume"
+
+    def members(self, cluster: ClusterControl) -> Sequence[str]:
+        return cluster.brokers
+
+    def targets(self, cluster: ClusterControl, spec: Any) -> list[str]:
+        return resolve_brokers(cluster, spec, self.rng)
+
+
+class PauseZooKeeperNemesis(_Pauser):
+    """`pause-zookeeper` with value "leader" (the ensemble leader now, the default),
+    "majority" (a random majority) or "one"; `resume-zookeeper` continues every member."""
+
+    service, pause_f, resume_f = "zookeeper", "pause-zookeeper", "resume-zookeeper"
+
+    def members(self, cluster: ClusterControl) -> Sequence[str]:
+        return cluster.zookeepers
+
+    def targets(self, cluster: ClusterControl, spec: Any) -> list[str]:
         members = list(cluster.zookeepers)
-        if spec == "leader":
+        if spec in (None, "leader"):
             leaders = [n for n in members if cluster.zookeeper_mode(n) in ("leader", "standalone")]
             return leaders[:1]
         if spec == "majority":
