@@ -50,7 +50,7 @@ from harness.control.runstate import (
     write_json,
 )
 
-__all__ = ["LocalRemote", "Network", "default_state_root", "destroy_run", "run_prefixes"]
+__all__ = ["LocalRemote", "Network", "destroy_run", "run_prefixes"]
 
 NETNS_DIR = Path("/run/netns")
 NODE_NAME = re.compile(r"^[a-z][a-z0-9]{0,7}$")
