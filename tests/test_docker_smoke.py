@@ -18,11 +18,11 @@ from harness.control.docker import (
     DockerRemote,
     PrivateDaemon,
     destroy_run,
-    firewall_rules,
     run_prefixes,
 )
 from harness.control.docker_image import RUN_LABEL, tiny_image
 from harness.control.errors import CommandError, UnknownNode
+from harness.control.firewall import firewall_rules
 
 pytestmark = [pytest.mark.cluster, pytest.mark.timeout(300)]
 PORT = 9000

@@ -53,6 +53,7 @@ from harness.control.errors import (
     SpawnError,
     TransferError,
 )
+from harness.control.firewall import firewall_rules
 from harness.control.network import RunNetwork
 from harness.control.remote import Process, Result
 from harness.control.runstate import (
@@ -64,8 +65,7 @@ from harness.control.runstate import (
     write_json,
 )
 
-__all__ = ["DockerNetwork", "DockerRemote", "PrivateDaemon", "destroy_run", "firewall_rules",
-           "run_prefixes"]
+__all__ = ["DockerNetwork", "DockerRemote", "PrivateDaemon", "destroy_run", "run_prefixes"]
 
 NODE_NAME = re.compile(r"^[a-z][a-z0-9]{0,7}$")
 PREFIX = re.compile(r"^kd[0-9a-f]{4}$")
@@ -87,24 +87,6 @@ class DockerNetwork(RunNetwork):
     def container(self, node: str) -> str:
         self.address(node)
         return f"{self.prefix}-{node}"
-
-
-def firewall_rules(table: str, dropped: Sequence[str], loss: Mapping[str, float]) -> str:
-    """An nft script replacing the input chain of `table`: drop every packet from the
-    addresses in `dropped`, and from each address of `loss` with that probability."""
-    for address, probability in loss.items():
-        if not 0.0 <= probability <= 1.0:
-            raise ValueError(f"loss probability for {address} must be in [0, 1]")
-    chain = f"inet {table} input"
-    drop = sorted(set(dropped) | {a for a, p in loss.items() if p >= 1.0})
-    lines = [f"flush chain {chain}"]
-    if drop:
-        lines.append(f"add rule {chain} ip saddr {{ {', '.join(drop)} }} drop")
-    for address, probability in sorted(loss.items()):
-        if 0 < probability and address not in drop:
-            lines.append(f"add rule {chain} ip saddr {address} "
-                         f"numgen random mod 10000 < {round(probability * 10000)} drop")
-    return "\n".join(lines) + "\n"
 
 
 class DockerRemote:
@@ -297,9 +279,8 @@ class DockerRemote:
 
     def firewall(self, node: str, drop_from: Sequence[str] = (),
                  loss_from: Mapping[str, float] | None = None) -> None:
-        net = self.network
-        script = firewall_rules(net.table, [net.address(o) for o in drop_from],
-                                {net.address(o): p for o, p in (loss_from or {}).items()})
+        script = firewall_rules(self.network.table, drop_from, dict(loss_from or {}),
+                                self.network.address)
         self.exec(node, ["nft", "-f", "-"], input=script)
 
     # -- beyond Remote: the docker API's own pause ------------------------------------------

@@ -39,6 +39,7 @@ from harness.control.errors import (
     SpawnError,
     TransferError,
 )
+from harness.control.firewall import firewall_rules
 from harness.control.network import RunNetwork
 from harness.control.remote import Process, Result
 from harness.control.runstate import (
@@ -225,22 +226,9 @@ class LocalRemote:
 
     def firewall(self, node: str, drop_from: Sequence[str] = (),
                  loss_from: Mapping[str, float] | None = None) -> None:
-        net = self.network
-        chain = f"inet {net.table} input"
-        lines = [f"flush chain {chain}"]
-        loss = dict(loss_from or {})
-        for other, probability in loss.items():
-            if not 0.0 <= probability <= 1.0:
-                raise ValueError(f"loss probability for {other} must be in [0, 1]")
-        dropped_nodes = set(drop_from) | {other for other, p in loss.items() if p >= 1.0}
-        dropped = sorted(net.address(other) for other in dropped_nodes)
-        if dropped:
-            lines.append(f"add rule {chain} ip saddr {{ {', '.join(dropped)} }} drop")
-        for other, probability in sorted(loss.items()):
-            if probability > 0 and other not in dropped_nodes:
-                lines.append(f"add rule {chain} ip saddr {net.address(other)} "
-                             f"numgen random mod 10000 < {round(probability * 10000)} drop")
-        self.exec(node, ["nft", "-f", "-"], input="\n".join(lines) + "\n")
+        script = firewall_rules(self.network.table, drop_from, dict(loss_from or {}),
+                                self.network.address)
+        self.exec(node, ["nft", "-f", "-"], input=script)
 
     def _enter(self, node: str) -> list[str]:
         self.network.address(node)

@@ -52,6 +52,7 @@ from harness.control.errors import (
     TransferError,
     UnknownNode,
 )
+from harness.control.firewall import firewall_rules
 from harness.control.inventory import Host, Inventory
 from harness.control.remote import Process, Result
 from harness.control.runstate import (
@@ -62,7 +63,7 @@ from harness.control.runstate import (
     write_json,
 )
 
-__all__ = ["SSHRemote", "nft_rules", "ssh_runs"]
+__all__ = ["SSHRemote", "ssh_runs"]
 
 STATE_FILE = "remote.json"
 PREFIX = re.compile(r"^kc[0-9a-f]{4}$")
@@ -78,26 +79,6 @@ kc_leads() {{ local i=0; while [ -e /proc/$1 ] && [ $i -lt 400 ] &&
   [ "$(sed 's/.*) //' /proc/$1/stat 2>/dev/null | cut -d' ' -f3)" != "$1" ]; do
   sleep 0.005; i=$((i+1)); done; }}
 echo $$"""
-
-
-def nft_rules(table: str, addresses: Mapping[str, str], drop_from: Sequence[str],
-              loss_from: Mapping[str, float]) -> str:
-    """An nft script replacing the input chain of `inet <table>`: drop all from `drop_from`,
-    and from each `loss_from` node with its probability (node -> address in `addresses`)."""
-    for other, probability in loss_from.items():
-        if not 0.0 <= probability <= 1.0:
-            raise ValueError(f"loss probability for {other} must be in [0, 1]")
-    chain = f"inet {table} input"
-    lines = [f"flush chain {chain}"]
-    dropped_nodes = set(drop_from) | {o for o, p in loss_from.items() if p >= 1.0}
-    dropped = sorted(addresses[other] for other in dropped_nodes)
-    if dropped:
-        lines.append(f"add rule {chain} ip saddr {{ {', '.join(dropped)} }} drop")
-    for other, probability in sorted(loss_from.items()):
-        if probability > 0 and other not in dropped_nodes:
-            lines.append(f"add rule {chain} ip saddr {addresses[other]} "
-                         f"numgen random mod 10000 < {round(probability * 10000)} drop")
-    return "\n".join(lines) + "\n"
 
 
 class _AcceptNew(paramiko.MissingHostKeyPolicy):
@@ -431,9 +412,9 @@ class SSHRemote:
                  loss_from: Mapping[str, float] | None = None) -> None:
         for other in [*drop_from, *(loss_from or {})]:
             self._host(other)
-        addresses = {n: self.address(n) for n in self.nodes}
         self.exec(node, ["nft", "-f", "-"],
-                  input=nft_rules(self.prefix, addresses, drop_from, dict(loss_from or {})))
+                  input=firewall_rules(self.prefix, drop_from, dict(loss_from or {}),
+                                       self.address))
 
     # -- plumbing ---------------------------------------------------------------------------
 
