@@ -17,29 +17,15 @@ from kazoo.client import KazooClient
 from broker import control_plane as cp
 from broker import zk as zkl
 from broker.controller import Controller, ControllerConfig, assign_replicas
+from tests.test_broker_controller_plane import Recorder as PlaneRecorder
 
 pytestmark = [pytest.mark.cluster, pytest.mark.timeout(120)]
 
 SESSION_TIMEOUT = 4.0
 
 
-class Recorder:
-    """Fake data plane: records every control request it gets."""
-
-    def __init__(self) -> None:
-        self.received: list = []
-
-    async def leader_and_isr(self, request):
-        self.received.append(request)
-        return {(s.topic, s.partition): 0 for s in request.partition_states}
-
-    async def update_metadata(self, request):
-        self.received.append(request)
-        return 0
-
-    async def stop_replica(self, request):
-        self.received.append(request)
-        return {tp: 0 for tp in request.partitions}
+class Recorder(PlaneRecorder):
+    """Fake data plane: records every control request it gets, and answers queries on them."""
 
     def states(self, topic: str, partition: int) -> list[cp.PartitionStateInfo]:
         return [s for r in self.received if isinstance(r, cp.LeaderAndIsrRequest)
