@@ -77,10 +77,11 @@ def run_test(config: TestConfig, out: TextIO = sys.stdout) -> RunOutcome:
     with _run_log(run_dir / LOG_FILE), _terminate_raises():
         print(f"kchaos: run {run_dir}  (seed {config.seed}"
               + (f", scenario {scenario.name}" if scenario else "") + ")", file=out, flush=True)
-        write_json(run_dir / TEST_FILE, _test_record(config, scenario))
+        record = _test_record(config, scenario)
+        write_json(run_dir / TEST_FILE, record)
         try:
             with _background_spark(config.spark_master) as spark:
-                _run_cluster_phase(config, scenario, run_dir, out)
+                _run_cluster_phase(config, scenario, record, run_dir, out)
                 results = _check(spark.session(), run_dir, out)
         except (KeyboardInterrupt, Interrupted) as stop:
             log.error("interrupted: %s", type(stop).__name__)
@@ -112,8 +113,8 @@ def check_run(run_dir: Path, spark_master: str = "local[*]",
 # --- the cluster phase ------------------------------------------------------------------------
 
 
-def _run_cluster_phase(config: TestConfig, scenario: Scenario | None, run_dir: Path,
-                       out: TextIO) -> None:
+def _run_cluster_phase(config: TestConfig, scenario: Scenario | None, record: dict[str, Any],
+                       run_dir: Path, out: TextIO) -> None:
     started = time.monotonic()
     spec = ClusterSpec(brokers=config.nodes, zookeepers=config.zookeepers,
                        colocate=config.colocate, broker_config=dict(config.broker_config),
@@ -123,14 +124,14 @@ def _run_cluster_phase(config: TestConfig, scenario: Scenario | None, run_dir: P
               f"{cluster.bootstrap_servers}", file=out, flush=True)
         log.info("cluster %s up: %s", cluster.prefix, cluster.processes())
         try:
-            _run_workload(config, scenario, cluster, run_dir, out)
+            _run_workload(config, scenario, record, cluster, run_dir, out)
         finally:
             copied = cluster.collect_logs(run_dir / NODES_DIR)
             log.info("collected %d node log files", len(copied))
 
 
-def _run_workload(config: TestConfig, scenario: Scenario | None, cluster: Cluster,
-                  run_dir: Path, out: TextIO) -> None:
+def _run_workload(config: TestConfig, scenario: Scenario | None, record: dict[str, Any],
+                  cluster: Cluster, run_dir: Path, out: TextIO) -> None:
     workload = queue_workload(QueueOptions(
         bootstrap_servers=tuple(cluster.bootstrap_servers.split(",")), client=config.client,
         keys=config.keys, concurrency=config.concurrency, rate=config.rate,
@@ -138,7 +139,7 @@ def _run_workload(config: TestConfig, scenario: Scenario | None, cluster: Cluste
         idempotence=config.idempotence, retries=config.retries, linger_ms=config.linger_ms,
         op_timeout=config.op_timeout, seed=config.seed))
     faults = _nemesis_package(config, scenario)
-    test = {**read_test(run_dir), **dict(workload.test_fields),
+    test = {**record, **dict(workload.test_fields),
             "key_partitions": {str(k): list(v) for k, v in workload.key_partitions.items()},
             "node_broker_ids": {node: cluster.broker_id(node) for node in cluster.brokers},
             "bootstrap_servers": cluster.bootstrap_servers, "cluster_prefix": cluster.prefix,

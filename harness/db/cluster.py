@@ -33,7 +33,7 @@ from typing import Any
 
 from harness.control import ProvisionError, Remote, RemoteError
 from harness.control.local import LocalRemote, destroy_run, run_prefixes
-from harness.control.runstate import default_state_root
+from harness.control.runstate import default_state_root, write_json
 from harness.db.brokers import BrokerSet
 from harness.db.files import fetch
 from harness.db.zookeeper import ZooKeeperEnsemble, ZooKeeperSettings
@@ -200,9 +200,7 @@ class Cluster:
     def save(self) -> None:
         data = {"spec": self.spec.to_json(), "workdir": self.workdir,
                 "zookeeper": self.zookeeper.to_json(), "brokers": self.broker_set.to_json()}
-        path = self.remote.state_dir / CLUSTER_FILE
-        path.with_suffix(".tmp").write_text(json.dumps(data, indent=1) + "\n")
-        path.with_suffix(".tmp").replace(path)
+        write_json(self.remote.state_dir / CLUSTER_FILE, data)
 
     def collect_logs(self, dest: Path) -> list[Path]:
         """Copy every node's broker and ZooKeeper logs to `dest/<node>/`; returns the copies."""
