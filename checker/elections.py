@@ -86,8 +86,7 @@ def attribute(changes: Sequence[ControllerEvent], ack_ms: float,
     """The election that dropped a write acknowledged at `ack_ms`, and whether the
     acknowledging leader had already been deposed (a zombie; "presumed" when the
     acknowledging broker is unknown)."""
-    times = [e.time for e in changes]
-    at = bisect.bisect_left(times, ack_ms)
+    at = bisect.bisect_left(changes, ack_ms, key=lambda event: event.time)
     if at < len(changes):
         return changes[at], False
     if acked_by is not None:
