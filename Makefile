@@ -17,7 +17,7 @@ test: bootstrap
 	$(PY) -m pytest -q
 
 test-docker: bootstrap
-	KCHAOS_DOCKER_IMAGE_TESTS=1 $(PY) -m pytest -q tests/test_docker_smoke.py tests/test_docker_cluster.py tests/test_docker_run.py
+	KCHAOS_DOCKER_IMAGE_TESTS=1 $(PY) -m pytest -q tests/harness/test_docker_smoke.py tests/harness/test_docker_cluster.py tests/harness/test_docker_run.py
 
 lint: bootstrap
 	$(VENV)/bin/ruff check .

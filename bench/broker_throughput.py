@@ -22,8 +22,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from confluent_kafka import Consumer, Producer, TopicPartition  # noqa: E402
 from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
 
-from tests.brokers import BrokerCluster  # noqa: E402
-from tests.zookeeper import start_zookeeper  # noqa: E402
+from tests.support.brokers import BrokerCluster  # noqa: E402
+from tests.support.zookeeper import start_zookeeper  # noqa: E402
 
 RECORD = b"x" * 100
 

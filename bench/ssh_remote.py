@@ -24,7 +24,7 @@ from harness.control.inventory import load_inventory  # noqa: E402
 from harness.control.provision import provision_hosts  # noqa: E402
 from harness.control.ssh import SSHRemote  # noqa: E402
 from harness.db import Cluster, ClusterSpec  # noqa: E402
-from tests.test_ssh_hosts import SshHosts  # noqa: E402
+from tests.support.ssh_hosts import SshHosts  # noqa: E402
 
 
 def main() -> int:

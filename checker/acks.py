@@ -16,18 +16,11 @@ Test keys read: `acks` (the level of sends without an `acks` field; default
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from typing import Any
 
-from checker.checkers import Result, condense
-from checker.history import Op
-from checker.queue import (
-    QueueAnalysis,
-    acks_label,
-    analyse,
-    broker_setting,
-    promises_no_loss,
-)
+from checker.checkers import AnalysisChecker, Result, condense
+from checker.queue import QueueAnalysis, acks_label, broker_setting, promises_no_loss
 
 __all__ = ["AcksChecker", "counted_losses"]
 
@@ -42,12 +35,8 @@ def counted_losses(test: Mapping[str, Any], analysis: QueueAnalysis) -> list[dic
     return [loss for loss in analysis.losses if loss["kind"] == "lost-write" or final_reads]
 
 
-class AcksChecker:
+class AcksChecker(AnalysisChecker):
     """Per acks level counts and a verdict against the level's promise."""
-
-    def check(self, test: Mapping[str, Any], history: Sequence[Op],
-              opts: Mapping[str, Any]) -> Result:
-        return self.check_analysis(test, opts.get("queue_analysis") or analyse(history), opts)
 
     def check_analysis(self, test: Mapping[str, Any], analysis: QueueAnalysis,
                        opts: Mapping[str, Any]) -> Result:

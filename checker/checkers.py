@@ -1,26 +1,37 @@
 """The checker protocol, results, and Jepsen's composition of checkers.
 
-A checker is anything with `check(test, history, opts) -> Result`. `compose`
-runs several under names and merges their verdicts (false beats "unknown"
-beats true); `check_safe` turns a crash into an "unknown" result that carries
-the error. A Result serialises to the shape of DESIGN.md, "Checker results".
+A checker is anything with `check(test, history, opts) -> Result`. An
+`AnalysisChecker` (queue, acks, elections) judges the folded queue analysis
+instead, with `check_analysis(test, analysis, opts)`, so `checker.spark` can
+compute that analysis once, on executors, for all of them. `compose` runs
+several under names and merges their verdicts with `merge_valid` (false beats
+"unknown" beats true), the one verdict merge of the package; `check_safe` and
+`check_analysis_safe` turn a crash into an "unknown" result that carries the
+error. A Result serialises to the shape of DESIGN.md, "Checker results".
 """
 
 from __future__ import annotations
 
 import time
 import traceback
-from collections.abc import Iterable, Mapping, Sequence
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal, Protocol
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from checker.history import Op
 
+if TYPE_CHECKING:
+    from checker.queue import QueueAnalysis
+
 __all__ = [
+    "AnalysisChecker",
     "Anomaly",
     "Checker",
+    "Composed",
     "Result",
     "Verdict",
+    "check_analysis_safe",
     "check_safe",
     "compose",
     "compose_results",
@@ -90,6 +101,27 @@ class Checker(Protocol):
               opts: Mapping[str, Any]) -> Result: ...
 
 
+class AnalysisChecker(ABC):
+    """A checker that works from the folded queue analysis (`checker.queue.QueueAnalysis`).
+
+    `check` takes the analysis from `opts["queue_analysis"]`, else computes it from
+    the history in the calling process, so an AnalysisChecker is also a Checker.
+    """
+
+    @abstractmethod
+    def check_analysis(self, test: Mapping[str, Any], analysis: QueueAnalysis,
+                       opts: Mapping[str, Any]) -> Result: ...
+
+    def check(self, test: Mapping[str, Any], history: Sequence[Op],
+              opts: Mapping[str, Any]) -> Result:
+        analysis = opts.get("queue_analysis")
+        if analysis is None:
+            from checker.queue import analyse  # checker.queue imports this module
+
+            analysis = analyse(history)
+        return self.check_analysis(test, analysis, opts)
+
+
 def merge_valid(verdicts: Iterable[Verdict]) -> Verdict:
     """false beats "unknown" beats true; no verdicts at all is true."""
     merged: Verdict = True
@@ -114,9 +146,19 @@ def condense(witnesses: Sequence[dict[str, Any]], count: int | None = None) -> A
 def check_safe(checker: Checker, test: Mapping[str, Any], history: Sequence[Op],
                opts: Mapping[str, Any]) -> Result:
     """Run a checker; a crash becomes an "unknown" result carrying the error."""
+    return _safely(lambda: checker.check(test, history, opts))
+
+
+def check_analysis_safe(checker: AnalysisChecker, test: Mapping[str, Any],
+                        analysis: QueueAnalysis, opts: Mapping[str, Any]) -> Result:
+    """Run an AnalysisChecker on an analysis; a crash becomes an "unknown" result."""
+    return _safely(lambda: checker.check_analysis(test, analysis, opts))
+
+
+def _safely(run: Callable[[], Result]) -> Result:
     started = time.monotonic()
     try:
-        result = checker.check(test, history, opts)
+        result = run()
     except Exception as error:  # noqa: BLE001 - any crash is an unknown verdict
         return Result("unknown", error=_describe(error), seconds=time.monotonic() - started)
     if not result.seconds:

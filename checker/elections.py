@@ -36,7 +36,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from checker.acks import counted_losses
-from checker.checkers import Result, condense
+from checker.checkers import AnalysisChecker, Result, condense
 from checker.events import (
     ControllerEvent,
     Partition,
@@ -44,11 +44,9 @@ from checker.events import (
     leader_changes,
     read_event_logs,
 )
-from checker.history import Op
 from checker.queue import (
     QueueAnalysis,
     acks_label,
-    analyse,
     broker_setting,
     flag,
     normalise_key,
@@ -97,12 +95,8 @@ def attribute(changes: Sequence[ControllerEvent], ack_ms: float,
     return (changes[-1], "presumed") if changes else (None, False)
 
 
-class ElectionChecker:
+class ElectionChecker(AnalysisChecker):
     """Attributes lost acknowledged writes to controller elections."""
-
-    def check(self, test: Mapping[str, Any], history: Sequence[Op],
-              opts: Mapping[str, Any]) -> Result:
-        return self.check_analysis(test, opts.get("queue_analysis") or analyse(history), opts)
 
     def check_analysis(self, test: Mapping[str, Any], analysis: QueueAnalysis,
                        opts: Mapping[str, Any]) -> Result:

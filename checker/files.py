@@ -3,7 +3,8 @@
 The same plan serves the calling process (`check_files`) and Spark
 (`checker.spark`): a file becomes a `FileJob` with its partitions, each
 partition is checked on its own, and `summarise` folds the partition results
-back into one `FileResult` per file, in the JSON shape of `kchaos check-lin`.
+back into one `FileResult` per file, in the JSON shape of `kchaos check-lin`, its
+verdict merged by `checker.checkers.merge_valid`.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from collections.abc import Callable, Hashable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from checker.checkers import Verdict, merge_valid
 from checker.errors import HistoryError
 from checker.formats import FORMATS, detect_format, read_ops
 from checker.history import Operation, pair_operations
@@ -21,9 +23,7 @@ from checker.linearizability import (
     Budget,
     Counterexample,
     PartitionResult,
-    Verdict,
     check_partition,
-    merge_verdicts,
     partitions_of,
 )
 from checker.models import MODELS
@@ -116,7 +116,7 @@ def summarise(job: FileJob, results: Iterable[PartitionResult], complete: bool) 
         cut = next((i for i, r in enumerate(ordered) if r.valid is False), None)
         if cut is not None:
             ordered = ordered[: cut + 1]
-    valid = None if job.error else merge_verdicts([r.valid for r in ordered])
+    valid = None if job.error else merge_valid(r.valid for r in ordered)
     seconds = job.load_seconds + sum(r.seconds for r in ordered)
     return FileResult(job.path, job.model, job.ops, len(job.partitions), valid, seconds,
                       job.error, ordered)
@@ -152,7 +152,7 @@ def exit_code(results: Sequence[FileResult]) -> int:
     """0 all linearizable, 1 one is not, 2 one is unknown, 3 an input error."""
     if any(r.error for r in results):
         return 3
-    verdict = merge_verdicts([r.valid for r in results])
+    verdict = merge_valid(r.valid for r in results)
     return {True: 0, False: 1}.get(verdict, 2)
 
 

@@ -1,8 +1,16 @@
 """The history: Jepsen-style ops, one JSON object per line (DESIGN.md, "History").
 
 `read_history` streams and validates a JSONL history, `HistoryWriter` appends one
-(flushed per op, fsynced at least every 100 ms), `pair_operations` pairs each
-invocation with its completion, and `write_edn` exports Jepsen's EDN history format.
+(flushed per op, fsynced at least every 100 ms), `write_jsonl` writes ops already
+validated, `pair_operations` pairs each invocation with its completion, and
+`write_edn` exports Jepsen's EDN history format.
+
+`HistoryValidator` holds the history rules. A history split into slices (the
+byte ranges `checker.spark` parses on executors) is validated slice by slice
+with `SliceValidator`, which does not know what came before its slice; the
+caller then `join`s the slices' `SliceState`s, in order, into one
+HistoryValidator, which raises the violation `read_history` would raise, at
+the same line and with the same reason.
 """
 
 from __future__ import annotations
@@ -28,11 +36,16 @@ __all__ = [
     "Op",
     "OpType",
     "Operation",
+    "SliceState",
+    "SliceValidator",
     "load_history",
     "op_from_json",
+    "op_from_line",
     "pair_operations",
     "read_history",
+    "read_numbered_history",
     "write_edn",
+    "write_jsonl",
 ]
 
 OpType = Literal["invoke", "ok", "fail", "info"]
@@ -140,67 +153,221 @@ class HistoryValidator:
     def check(self, op: Op, line: int) -> None:
         """Accept `op` (read at 1-based `line`) or raise HistoryError, leaving no trace."""
         if self._dense and op.index != self._next_index:
-            self._fail(line, f"index {op.index} where {self._next_index} was expected "
-                             "(indices are dense from 0)")
-        process = op.process
-        invoke = self._open.get(process)
+            self._fail(line, _index_violation(op.index, self._next_index))
+        invoke = self._open.get(op.process)
+        reason = _pairing_violation(op, invoke, self._crashed)
+        if reason is not None:
+            self._fail(line, reason)
         if op.type == "invoke":
-            if invoke is not None:
-                self._fail(line, f"process {process!r} invokes {op.f!r} while its {invoke.f!r} "
-                                 f"(index {invoke.index}) has not completed")
-            if process in self._crashed:
-                self._fail(line, f"process {process!r} invokes again after an info completion "
-                                 "(a process never returns after info; use a new process id)")
-            self._open[process] = op
+            self._open[op.process] = op
         elif invoke is not None:
-            if invoke.f != op.f:
-                self._fail(line, f"{op.type} completion has f {op.f!r} but process {process!r} "
-                                 f"invoked {invoke.f!r} (index {invoke.index})")
-            if op.time < invoke.time:
-                self._fail(line, f"completion time {op.time} is before its invoke's time "
-                                 f"{invoke.time} (index {invoke.index})")
-            del self._open[process]
-            if op.type == "info" and process != NEMESIS:
-                self._crashed.add(process)
-        elif not (process == NEMESIS and op.type == "info"):
-            self._fail(line, f"{op.type} completion of {op.f!r} by process {process!r} "
-                             "without an open invoke")
+            del self._open[op.process]
+            if op.type == "info" and op.process != NEMESIS:
+                self._crashed.add(op.process)
         self._next_index += 1
+
+    def join(self, part: SliceState) -> None:
+        """Continue with the next slice of the history, validated on its own.
+
+        Checks the slice's first op of each process against the state the earlier
+        slices left (and its first op's index), then takes the slice's end state;
+        raises the first violation, the slice's own `error` last (every deferred
+        op precedes it).
+        """
+        if part.deferred and self._dense:
+            line, first = part.deferred[0]
+            if first.index != self._next_index:
+                self._fail(line, _index_violation(first.index, self._next_index))
+        for line, op in part.deferred:
+            reason = _pairing_violation(op, self._open.get(op.process), self._crashed)
+            if reason is not None:
+                self._fail(line, reason)
+        if part.error is not None:
+            self._fail(*part.error)
+        if part.next_index is not None:
+            self._next_index = part.next_index
+        for process in part.closed:
+            self._open.pop(process, None)
+        self._open.update(part.open)
+        self._crashed |= part.crashed
 
     def _fail(self, line: int, reason: str) -> None:
         raise HistoryError(self.path, line, reason)
+
+
+def _index_violation(index: int, expected: int) -> str:
+    return f"index {index} where {expected} was expected (indices are dense from 0)"
+
+
+def _pairing_violation(op: Op, invoke: Op | None, crashed: set[int | str]) -> str | None:
+    """Why `op` may not follow its process's open `invoke` (None: none open), or None."""
+    process = op.process
+    if op.type == "invoke":
+        if invoke is not None:
+            return (f"process {process!r} invokes {op.f!r} while its {invoke.f!r} "
+                    f"(index {invoke.index}) has not completed")
+        if process in crashed:
+            return (f"process {process!r} invokes again after an info completion "
+                    "(a process never returns after info; use a new process id)")
+        return None
+    if invoke is not None:
+        if invoke.f != op.f:
+            return (f"{op.type} completion has f {op.f!r} but process {process!r} "
+                    f"invoked {invoke.f!r} (index {invoke.index})")
+        if op.time < invoke.time:
+            return (f"completion time {op.time} is before its invoke's time "
+                    f"{invoke.time} (index {invoke.index})")
+        return None
+    if process == NEMESIS and op.type == "info":
+        return None
+    return f"{op.type} completion of {op.f!r} by process {process!r} without an open invoke"
+
+
+@dataclass
+class SliceState:
+    """What validating one slice of a history found, for `HistoryValidator.join`.
+
+    `deferred`: (line, op) of the first op of each process in the slice, in line
+    order, whose checks need the state before the slice (the first of them also
+    its index); values are dropped. `next_index`: the index expected after the
+    slice (None: no op). `open`: process -> its invoke still open at the slice's
+    end; `closed`: the other processes seen; `crashed`: processes that completed
+    with info. `error`: (line, reason) of the first violation inside the slice,
+    where validating it stopped.
+    """
+
+    deferred: list[tuple[int, Op]] = field(default_factory=list)
+    next_index: int | None = None
+    open: dict[int | str, Op] = field(default_factory=dict)
+    closed: set[int | str] = field(default_factory=set)
+    crashed: set[int | str] = field(default_factory=set)
+    error: tuple[int, str] | None = None
+
+
+_UNSEEN = object()
+
+
+class SliceValidator:
+    """HistoryValidator's rules on a slice of a history whose earlier ops are unknown.
+
+    The first op of each process in the slice is taken as valid and deferred (see
+    SliceState); every later op is checked against what the slice itself showed,
+    with the reasons HistoryValidator gives. `stop` records a violation found by
+    the caller (a malformed line) and ends the slice.
+    """
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self._next_index: int | None = None
+        self._last: dict[int | str, Any] = {}
+        self._crashed: set[int | str] = set()
+        self._deferred: list[tuple[int, Op]] = []
+        self._error: tuple[int, str] | None = None
+
+    def check(self, op: Op, line: int) -> None:
+        """Accept `op` (read at `line`) or raise HistoryError."""
+        expected = self._next_index
+        if expected is not None and op.index != expected:
+            raise HistoryError(self.path, line, _index_violation(op.index, expected))
+        process = op.process
+        invoke = self._last.get(process, _UNSEEN)
+        if invoke is _UNSEEN:
+            self._deferred.append((line, _head(op)))
+        else:
+            reason = _pairing_violation(op, invoke, self._crashed)
+            if reason is not None:
+                raise HistoryError(self.path, line, reason)
+        if op.type == "invoke":
+            self._last[process] = op
+        else:
+            self._last[process] = None
+            if op.type == "info" and process != NEMESIS:
+                self._crashed.add(process)
+        self._next_index = op.index + 1
+
+    def stop(self, line: int, reason: str) -> None:
+        """The slice is invalid at `line`; nothing after it is looked at."""
+        self._error = (line, reason)
+
+    def state(self) -> SliceState:
+        return SliceState(
+            deferred=self._deferred,
+            next_index=self._next_index,
+            open={p: _head(op) for p, op in self._last.items() if op is not None},
+            closed={p for p, op in self._last.items() if op is None},
+            crashed=self._crashed,
+            error=self._error,
+        )
+
+
+def _head(op: Op) -> Op:
+    """`op` without the fields validation does not read."""
+    return Op(op.index, op.time, op.type, op.process, op.f, None)
 
 
 def _reject_constant(name: str) -> Any:
     raise ValueError(f"{name} is not valid JSON")
 
 
-def read_history(path: str | os.PathLike[str]) -> Iterator[Op]:
-    """Stream the ops of a JSONL history, validating each line; blank lines are skipped."""
+_DECODER = json.JSONDecoder(parse_constant=_reject_constant)
+
+
+def op_from_line(raw: bytes, path: str, line: int) -> Op:
+    """The op of one non-blank JSONL line, or HistoryError naming `path` and `line`."""
+    try:
+        obj = _DECODER.decode(raw.decode("utf-8"))
+    except UnicodeDecodeError as error:
+        raise HistoryError(path, line, f"not UTF-8: {error.reason}") from None
+    except json.JSONDecodeError as error:
+        reason = f"invalid JSON: {error.msg} (column {error.colno})"
+        raise HistoryError(path, line, reason) from None
+    except ValueError as error:
+        raise HistoryError(path, line, f"invalid JSON: {error}") from None
+    return op_from_json(obj, path, line)
+
+
+def read_numbered_history(path: str | os.PathLike[str]) -> Iterator[tuple[int, Op]]:
+    """Stream (1-based line, op) of a JSONL history, validating each line; blank lines
+    are skipped."""
     source = os.fspath(path)
     validator = HistoryValidator(source)
     with open(source, "rb") as lines:
         for number, raw in enumerate(lines, 1):
             if not raw.strip():
                 continue
-            try:
-                obj = json.loads(raw.decode("utf-8"), parse_constant=_reject_constant)
-            except UnicodeDecodeError as error:
-                raise HistoryError(source, number, f"not UTF-8: {error.reason}") from None
-            except json.JSONDecodeError as error:
-                raise HistoryError(
-                    source, number, f"invalid JSON: {error.msg} (column {error.colno})"
-                ) from None
-            except ValueError as error:
-                raise HistoryError(source, number, f"invalid JSON: {error}") from None
-            op = op_from_json(obj, source, number)
+            op = op_from_line(raw, source, number)
             validator.check(op, number)
-            yield op
+            yield number, op
+
+
+def read_history(path: str | os.PathLike[str]) -> Iterator[Op]:
+    """Stream the ops of a JSONL history, validating each line; blank lines are skipped."""
+    for _, op in read_numbered_history(path):
+        yield op
 
 
 def load_history(path: str | os.PathLike[str]) -> list[Op]:
     """All ops of a JSONL history, validated."""
     return list(read_history(path))
+
+
+def write_jsonl(ops: Iterable[Op], path: str | os.PathLike[str]) -> int:
+    """Write ops, as they are, to a JSONL history at `path`; returns how many.
+
+    Nothing is re-indexed or re-validated: give ops read by a validating reader
+    (`read_history`, `checker.formats.read_queue_ops`). A value with no JSON form
+    is an error naming the output line.
+    """
+    target = os.fspath(path)
+    count = 0
+    with open(target, "w", encoding="utf-8") as out:
+        for count, op in enumerate(ops, 1):
+            try:
+                line = json.dumps(op.to_json(), allow_nan=False)
+            except (TypeError, ValueError) as error:
+                raise HistoryError(target, count, f"op is not JSON: {error}") from None
+            out.write(line + "\n")
+    return count
 
 
 def pair_operations(ops: Iterable[Op], *, source: str = "<history>") -> list[Operation]:

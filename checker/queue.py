@@ -47,7 +47,7 @@ from collections.abc import Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from checker.checkers import Anomaly, Result, condense
+from checker.checkers import AnalysisChecker, Anomaly, Result, condense
 from checker.errors import HistoryError
 from checker.history import Op
 
@@ -72,7 +72,6 @@ ANOMALIES = (
     "lost-write", "unseen", "duplicate", "inconsistent-offsets", "G1a", "poll-skip",
     "nonmonotonic-poll", "int-poll-skip", "int-nonmonotonic-poll", "nonmonotonic-send",
 )
-LOSSES = ("lost-write", "unseen")
 RESET = "\x00reset"
 RESET_FUNCTIONS = frozenset({"assign", "subscribe", "crash"})
 MICRO_OP_FUNCTIONS = frozenset({"send", "txn", "poll"})
@@ -575,13 +574,8 @@ def analyse(history: Iterable[Op], source: str = "<history>") -> QueueAnalysis:
     return analysis
 
 
-class QueueChecker:
+class QueueChecker(AnalysisChecker):
     """Jepsen's Kafka queue anomalies; found anomalies fail unless the test allows them."""
-
-    def check(self, test: Mapping[str, Any], history: Sequence[Op],
-              opts: Mapping[str, Any]) -> Result:
-        analysis = opts.get("queue_analysis") or analyse(history)
-        return self.check_analysis(test, analysis, opts)
 
     def check_analysis(self, test: Mapping[str, Any], analysis: QueueAnalysis,
                        opts: Mapping[str, Any]) -> Result:

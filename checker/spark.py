@@ -3,9 +3,12 @@
 Queue histories (`check_history_on_spark`) are split the same way, by key:
 executors parse byte ranges of the history file into per-key events, the
 events of each key meet in one task that runs `checker.queue.analyse_key`, and
-the driver folds the key reports and hands the analysis to every checker that
-has `check_analysis` (queue, acks, elections); any other checker runs on the
-driver with the loaded history.
+the driver folds the key reports and hands the analysis to every
+`AnalysisChecker` (queue, acks, elections); any other checker runs on the
+driver with the loaded history. Executors also validate the history rules
+within their range (`checker.history.SliceValidator`) and the driver joins the
+ranges in order, so a malformed history fails with the `HistoryError` (line
+and reason) that `checker.history.read_history` gives.
 
 Work is split as Porcupine splits it, by partition (P-compositionality): each
 partition of each history is one unit, units are dealt into a few Spark
@@ -16,7 +19,7 @@ import only `checker`, shipped to them as a zip.
 
 from __future__ import annotations
 
-import json
+import functools
 import os
 import shutil
 import sys
@@ -27,10 +30,25 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from checker.checkers import Checker, Result, check_safe, compose_results
+from checker.checkers import (
+    AnalysisChecker,
+    Checker,
+    Composed,
+    Result,
+    check_analysis_safe,
+    check_safe,
+    compose_results,
+)
 from checker.errors import HistoryError
 from checker.files import FileJob, FileResult, check_job_partition, load_job, summarise
-from checker.history import Op, Operation, load_history, op_from_json
+from checker.history import (
+    HistoryValidator,
+    Operation,
+    SliceState,
+    SliceValidator,
+    load_history,
+    op_from_line,
+)
 from checker.linearizability import Budget, PartitionResult
 from checker.queue import RESET, QueueAnalysis, analyse_key, events_of, fold
 
@@ -137,15 +155,17 @@ def check_history_on_spark(
     session: Any,
     test: Mapping[str, Any],
     history_path: str | os.PathLike[str],
-    checkers: Mapping[str, Checker],
+    checkers: Mapping[str, Checker] | Composed,
     opts: Mapping[str, Any] | None = None,
     *,
     timings: dict[str, float] | None = None,
 ) -> Result:
-    """Run named checkers over a JSONL queue history; the composed Result.
+    """Run named checkers (or a `compose`d checker) over a JSONL queue history.
 
-    A malformed line raises HistoryError (file and line). `timings`, if given,
-    receives the seconds spent loading (parse and partition by key) and checking.
+    Returns the composed Result that `compose(checkers).check` gives on the loaded
+    history. A malformed history raises HistoryError (file and line).
+    `timings`, if given, receives the seconds spent loading (parse, validate and
+    partition by key) and checking.
     """
     opts = dict(opts or {})
     path = os.fspath(history_path)
@@ -153,26 +173,21 @@ def check_history_on_spark(
     started = time.monotonic()
     analysis = queue_analysis_on_spark(session, path, timings)
     opts["queue_analysis"] = analysis
-    history: list[Op] | None = None
-    results: dict[str, Result] = {}
-    for name, checker in checkers.items():
-        if hasattr(checker, "check_analysis"):
-            results[name] = _check_analysis_safely(checker, test, analysis, opts)
-        else:
-            history = history if history is not None else load_history(path)
-            results[name] = check_safe(checker, test, history, opts)
+    history = functools.cache(lambda: load_history(path))
+
+    def run(checker: Checker) -> Result:
+        if isinstance(checker, Composed):
+            begun = time.monotonic()
+            results = {name: run(c) for name, c in checker.checkers.items()}
+            return compose_results(results, time.monotonic() - begun)
+        if isinstance(checker, AnalysisChecker):
+            return check_analysis_safe(checker, test, analysis, opts)
+        return check_safe(checker, test, history(), opts)
+
+    named = checkers.checkers if isinstance(checkers, Composed) else checkers
+    results = {name: run(checker) for name, checker in named.items()}
     timings["check"] = time.monotonic() - started - timings["load"]
     return compose_results(results, time.monotonic() - started)
-
-
-def _check_analysis_safely(checker: Any, test: Mapping[str, Any], analysis: QueueAnalysis,
-                           opts: Mapping[str, Any]) -> Result:
-    class Adapter:
-        def check(self, test: Mapping[str, Any], history: Sequence[Op],
-                  opts: Mapping[str, Any]) -> Result:
-            return checker.check_analysis(test, analysis, opts)
-
-    return check_safe(Adapter(), test, [], opts)
 
 
 def queue_analysis_on_spark(session: Any, path: str,
@@ -231,58 +246,60 @@ def _byte_ranges(path: str, at_least: int) -> list[ByteRange]:
 
 
 def _parse_ranges(ranges: Iterator[ByteRange]) -> Iterator[tuple[Any, Any]]:
-    """Per-key events of some byte ranges; then their resets and a META record."""
+    """Per-key events of some byte ranges; then their resets and a META record holding
+    each range's first line and SliceState, and the number of events per key."""
     by_key: dict[Any, list] = {}
     resets: list[tuple[int, Any]] = []
-    meta: dict[str, Any] = {"ops": 0, "error": None}
+    slices: list[tuple[int, SliceState]] = []
     for path, start, end, first_line in ranges:
         with open(path, "rb") as source:
             source.seek(start)
             lines = source.read(end - start).split(b"\n")
+        validator = SliceValidator(path)
         for number, raw in enumerate(lines, first_line):
             if not raw.strip():
                 continue
             try:
-                op = op_from_json(json.loads(raw), path, number)
+                op = op_from_line(raw, path, number)
+                validator.check(op, number)
                 events = events_of(op.index, op.time, op.type, op.process, op.f, op.value,
                                    op.extra)
             except HistoryError as error:
-                meta["error"] = (number, error.reason)
+                validator.stop(number, error.reason)
                 break
             except ValueError as error:
-                meta["error"] = (number, str(error))
+                validator.stop(number, str(error))
                 break
-            meta["ops"] += 1
             for key, event in events:
                 if key == RESET:
                     resets.append(event)
                 else:
                     by_key.setdefault(key, []).append(event)
-        if meta["error"]:
-            break
-    meta["sizes"] = {key: len(events) for key, events in by_key.items()}
+        slices.append((first_line, validator.state()))
+    sizes = {key: len(events) for key, events in by_key.items()}
     yield from by_key.items()
     yield RESET, resets
-    yield META, meta
+    yield META, {"slices": slices, "sizes": sizes}
 
 
 def _merge_meta(path: str, meta: list[tuple[Any, Any]]) -> tuple[dict[Any, list[int]],
                                                                  dict[Any, int]]:
+    """Join the ranges' validation in file order (raising the history's first violation),
+    then gather resets by process and event counts by key."""
     resets: dict[Any, list[int]] = {}
     sizes: dict[Any, int] = {}
-    errors = []
+    slices: list[tuple[int, SliceState]] = []
     for kind, body in meta:
         if kind == RESET:
             for index, process in body:
                 resets.setdefault(process, []).append(index)
         else:
-            if body["error"]:
-                errors.append(body["error"])
+            slices.extend(body["slices"])
             for key, size in body["sizes"].items():
                 sizes[key] = sizes.get(key, 0) + size
-    if errors:
-        line, reason = min(errors)
-        raise HistoryError(path, line, reason)
+    validator = HistoryValidator(path)
+    for _, part in sorted(slices, key=lambda item: item[0]):
+        validator.join(part)
     for indices in resets.values():
         indices.sort()
     return resets, sizes

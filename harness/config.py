@@ -1,124 +1,172 @@
-"""A test's configuration: defaults, then a TOML file, then command-line options.
+"""A test's configuration: defaults, then a TOML file, then a scenario, then the command line.
 
-`TestConfig` holds every knob of `kchaos run`. `load_config(toml_path, overrides)`
-merges the three layers and validates, raising `ConfigError` that names the source
-(file or option), the key and what is expected.
+Every option is declared by the part it belongs to (`harness.options`): `RunOptions`
+here (the test itself), `BackendOptions` (where nodes run), the selected db's, the
+selected workload's and the nemesis package's. `load_config(toml_path, overrides)`
+merges the layers and validates, raising `ConfigError` that names the source (file or
+option), the key and what is expected. Table options (`broker_config`) merge key by key.
 """
 
 from __future__ import annotations
 
-import random
 import tomllib
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass, field, fields, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from harness.db.cluster import BACKENDS, backend_options
+from harness.control.backends import BackendOptions
+from harness.db.registry import DBS
+from harness.options import ConfigError, Declared, build, declared, typed
+from harness.scenarios import SCENARIOS
+from nemesis.package import NemesisOptions
+from workloads.registry import WORKLOADS
 
-__all__ = ["ConfigError", "TestConfig", "load_config"]
-
-SAFE_BROKER_CONFIG = {"min.insync.replicas": "2", "unclean.leader.election.enable": "false"}
-ACKS = ("0", "1", "all")
-CLIENTS = ("confluent", "kafka-python")
+__all__ = ["ConfigError", "RunOptions", "TestConfig", "load_config", "sections"]
 
 
-class ConfigError(ValueError):
-    """A configuration value that cannot be used; the message says where and what to do."""
+@dataclass(frozen=True, kw_only=True)
+class RunOptions:
+    """The test's own options: its parts by name, its size and duration, where it is stored."""
+
+    name: str = field(default="queue", metadata={"help": "test name, the store folder"})
+    db: str = field(default="kchaos", metadata={"help": "system under test",
+                                                "choices": tuple(DBS)})
+    workload: str = field(default="queue", metadata={"help": "workload",
+                                                      "choices": tuple(WORKLOADS)})
+    checker: str | None = field(default=None, metadata={
+        "help": "checkers to run, comma-separated (default: the workload's)",
+        "metavar": "A,B,..."})
+    nodes: int = field(default=5, metadata={"help": "brokers"})
+    time_limit: float = field(default=60.0, metadata={
+        "help": "seconds of workload under faults", "metavar": "SECONDS"})
+    scenario: str | None = field(default=None, metadata={
+        "help": "a staged scenario instead of random faults; 'list' lists them",
+        "metavar": "NAME", "choices": (*SCENARIOS, "list"), "const": "list"})
+    recovery_seconds: float = field(default=10.0, metadata={"help": "wait after healing"})
+    final_read_seconds: float = field(default=60.0, metadata={"help": "bound on final reads"})
+    seed: int | None = field(default=None, metadata={
+        "help": "seed of every random choice (default: random, printed)"})
+    store: str = field(default="store", metadata={"help": "store folder", "metavar": "DIR"})
+    spark_master: str = field(default="local[*]", metadata={
+        "help": "Spark master for the checkers", "metavar": "URL"})
+
+    def __post_init__(self) -> None:
+        if not 1 <= self.nodes <= 99:
+            raise ValueError("nodes must be 1 to 99")
+        if self.time_limit <= 0:
+            raise ValueError("time_limit must be > 0 seconds")
+        if self.recovery_seconds < 0 or self.final_read_seconds <= 0:
+            raise ValueError("recovery_seconds must be >= 0 and final_read_seconds > 0")
+        if not self.name or "/" in self.name or self.name.startswith("."):
+            raise ValueError(f"name must be a plain folder name, got {self.name!r}")
 
 
 @dataclass(frozen=True)
 class TestConfig:
-    """Every knob of a chaos test; field names are the TOML keys (dashes also accepted)."""
+    """Every option of a test, by the part that declares it."""
 
     __test__ = False  # not a pytest test class, despite its name
 
-    name: str = "queue"
-    backend: str = "local"
-    inventory: str | None = None
-    vagrant_dir: str | None = None
-    accept_new_host_keys: bool = False
-    install: bool = True
-    docker_host: str | None = None
-    docker_image: str | None = None
-    nodes: int = 5
-    zookeepers: int = 3
-    colocate: bool = False
-    time_limit: float = 60.0
-    nemesis: str = "partition,kill,pause"
-    nemesis_interval: float = 10.0
-    scenario: str | None = None
-    acks: str = "all"
-    client: str = "confluent"
-    idempotence: bool = False
-    retries: int | None = None
-    linger_ms: int = 0
-    keys: int = 4
-    concurrency: int = 6
-    rate: float = 100.0
-    op_timeout: float = 5.0
-    recovery_seconds: float = 10.0
-    final_read_seconds: float = 60.0
-    broker_config: Mapping[str, str] = field(default_factory=lambda: dict(SAFE_BROKER_CONFIG))
-    seed: int | None = None
-    store: str = "store"
-    spark_master: str = "local[*]"
-
-    def cluster_options(self) -> dict[str, Any]:
-        """The backend's options for the cluster (ValueError when its hosts are missing)."""
-        return backend_options(self.backend, inventory=self.inventory,
-                               vagrant_dir=self.vagrant_dir,
-                               accept_new_host_keys=self.accept_new_host_keys,
-                               install=self.install, docker_host=self.docker_host,
-                               docker_image=self.docker_image)
-
-    @property
-    def replication_factor(self) -> int:
-        return min(3, self.nodes)
+    run: RunOptions = field(default_factory=RunOptions)
+    backend: BackendOptions = field(default_factory=BackendOptions)
+    db: Any = field(default_factory=lambda: DBS["kchaos"].options())
+    workload: Any = field(default_factory=lambda: WORKLOADS["queue"].options())
+    nemesis: NemesisOptions = field(default_factory=NemesisOptions)
 
     def to_json(self) -> dict[str, Any]:
-        data = asdict(self)
-        data["broker_config"] = dict(self.broker_config)
-        return data
-
-    def with_seed(self) -> TestConfig:
-        """This config with a seed chosen now when none was given."""
-        return self if self.seed is not None else replace(self, seed=random.SystemRandom()
-                                                          .randrange(1 << 31))
+        """The declared options of every part, by section (test.json's "config")."""
+        return {section: {o.name: _jsonable(getattr(getattr(self, section), o.name))
+                          for o in declared(type(getattr(self, section)))}
+                for section in ("run", "backend", "db", "workload", "nemesis")}
 
 
-_FIELDS = {f.name: f for f in fields(TestConfig)}
+def _jsonable(value: Any) -> Any:
+    return dict(value) if isinstance(value, Mapping) else value
+
+
+def sections(db: str = "kchaos", workload: str = "queue") -> dict[str, type]:
+    """The options dataclass of each section, for the named db and workload."""
+    return {"run": RunOptions, "backend": BackendOptions, "db": DBS[db].options,
+            "workload": WORKLOADS[workload].options, "nemesis": NemesisOptions}
+
+
+def all_options() -> dict[str, list[tuple[str, Declared]]]:
+    """Every option any registered part declares: name -> [(owner, declaration)]."""
+    owners: list[tuple[str, type]] = [("run", RunOptions), ("backend", BackendOptions),
+                                      ("nemesis", NemesisOptions)]
+    owners += [(f"db {name}", kind.options) for name, kind in DBS.items()]
+    owners += [(f"workload {name}", kind.options) for name, kind in WORKLOADS.items()]
+    found: dict[str, list[tuple[str, Declared]]] = {}
+    for owner, options in owners:
+        for option in declared(options):
+            found.setdefault(option.name, []).append((owner, option))
+    return found
 
 
 def load_config(toml_path: Path | None = None,
                 overrides: Mapping[str, Any] | None = None) -> TestConfig:
-    """Defaults, then the TOML file, then `overrides` (command-line values that were given)."""
-    values: dict[str, Any] = {}
-    broker_config = dict(SAFE_BROKER_CONFIG)
+    """Defaults, then the TOML file, then the scenario's settings, then `overrides`
+    (command-line values that were given; None means not given)."""
+    layers: list[tuple[str, dict[str, Any]]] = []
     if toml_path is not None:
-        table = _read_toml(toml_path)
-        for key, value in table.items():
-            name = key.replace("-", "_")
-            if name not in _FIELDS:
-                raise ConfigError(f"{toml_path}: unknown key {key!r}; known keys: "
-                                  f"{', '.join(sorted(_FIELDS))}")
-            if name == "broker_config":
-                if not isinstance(value, Mapping):
-                    raise ConfigError(f"{toml_path}: broker_config must be a table of "
-                                      f"Kafka property = value")
-                broker_config.update({str(k): _property(v) for k, v in value.items()})
-            else:
-                values[name] = _typed(name, value, str(toml_path))
-    for name, value in (overrides or {}).items():
-        if value is None:
-            continue
-        if name == "broker_config":
-            broker_config.update(value)
-        else:
-            values[name] = _typed(name, value, f"--{name.replace('_', '-')}")
-    config = TestConfig(**values, broker_config=broker_config)
-    _validate(config)
-    return config
+        layers.append((str(toml_path), {key.replace("-", "_"): value
+                                        for key, value in _read_toml(toml_path).items()}))
+    given = {k: v for k, v in (overrides or {}).items() if v is not None}
+    known = all_options()
+    for source, values in layers:
+        for key in values:
+            if key not in known:
+                raise ConfigError(f"{source}: unknown key {key!r}; known keys: "
+                                  f"{', '.join(sorted(known))}")
+    layers.append(("command line", given))
+    run_values = _merged(layers, "run", RunOptions, known)
+    run = build(RunOptions, run_values, _source(layers, run_values))
+    scenario = SCENARIOS.get(run.scenario or "")
+    if scenario is not None:
+        layers.insert(-1, (f"scenario {scenario.name}",
+                           {**scenario.config, "broker_config": dict(scenario.broker_config)}))
+    chosen = sections(run.db, run.workload)
+    parts: dict[str, Any] = {}
+    for section, options in chosen.items():
+        values = _merged(layers, section, options, known)
+        parts[section] = build(options, values, _source(layers, values))
+    _refuse_foreign(layers, chosen, known)
+    return TestConfig(**parts)
+
+
+def _merged(layers: list[tuple[str, dict[str, Any]]], section: str, options: type,
+            known: Mapping[str, list[tuple[str, Declared]]]) -> dict[str, Any]:
+    """The typed values of `options`' fields, layer over layer; tables merge key by key."""
+    values: dict[str, Any] = {}
+    for option in declared(options):
+        for source, layer in layers:
+            if option.name not in layer:
+                continue
+            flag_source = option.flag if source == "command line" else source
+            value = typed(option, layer[option.name], flag_source)
+            if option.kind == "mapping":
+                value = {**values.get(option.name, option.default), **value}
+            values[option.name] = value
+    return values
+
+
+def _source(layers: list[tuple[str, dict[str, Any]]], values: Mapping[str, Any]) -> str:
+    """Which layers set any of `values` (for an error message)."""
+    sources = [source for source, layer in layers if any(name in layer for name in values)]
+    return " and ".join(sources) or "defaults"
+
+
+def _refuse_foreign(layers: list[tuple[str, dict[str, Any]]], chosen: Mapping[str, type],
+                    known: Mapping[str, list[tuple[str, Declared]]]) -> None:
+    """An option of a db or workload that is not the selected one is an error."""
+    used = {option.name for options in chosen.values() for option in declared(options)}
+    for source, layer in layers:
+        for name in layer:
+            if name in known and name not in used:
+                owners = ", ".join(owner for owner, _ in known[name])
+                raise ConfigError(f"{source}: {name} belongs to {owners}, which this test "
+                                  f"does not use")
 
 
 def _read_toml(path: Path) -> dict[str, Any]:
@@ -130,54 +178,3 @@ def _read_toml(path: Path) -> dict[str, Any]:
     except tomllib.TOMLDecodeError as error:
         raise ConfigError(f"{path}: not valid TOML: {error}") from error
 
-
-def _property(value: Any) -> str:
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    return str(value)
-
-
-def _typed(name: str, value: Any, source: str) -> Any:
-    kind = _FIELDS[name].type
-    try:
-        if kind == "bool" and isinstance(value, bool):
-            return value
-        if kind == "int":
-            return int(value)
-        if kind in ("float",):
-            return float(value)
-        if kind == "int | None":
-            return None if value is None else int(value)
-        if kind in ("str", "str | None"):
-            return str(value)
-    except (TypeError, ValueError):
-        pass
-    raise ConfigError(f"{source}: {name} must be {kind.replace(' | None', '')}, got {value!r}")
-
-
-def _validate(config: TestConfig) -> None:
-    def need(condition: bool, message: str) -> None:
-        if not condition:
-            raise ConfigError(message)
-
-    need(config.backend in BACKENDS, f"backend must be one of {', '.join(BACKENDS)}")
-    try:
-        config.cluster_options()
-    except ValueError as error:
-        raise ConfigError(str(error)) from error
-    need(1 <= config.nodes <= 99, "nodes must be 1 to 99")
-    need(1 <= config.zookeepers <= 99, "zookeepers must be 1 to 99")
-    need(not config.colocate or config.zookeepers <= config.nodes,
-         "colocated ZooKeepers need at least as many nodes")
-    need(config.time_limit > 0, "time_limit must be > 0 seconds")
-    need(config.nemesis_interval > 0, "nemesis_interval must be > 0 seconds")
-    need(config.acks in ACKS, f"acks must be one of {', '.join(ACKS)}")
-    need(config.client in CLIENTS, f"client must be one of {', '.join(CLIENTS)}")
-    need(config.keys >= 1 and config.concurrency >= 1, "keys and concurrency must be >= 1")
-    need((config.retries is None or config.retries >= 0) and config.linger_ms >= 0,
-         "retries and linger_ms must be >= 0")
-    need(config.rate > 0 and config.op_timeout > 0, "rate and op_timeout must be > 0")
-    need(config.recovery_seconds >= 0 and config.final_read_seconds > 0,
-         "recovery_seconds must be >= 0 and final_read_seconds > 0")
-    need(bool(config.name) and "/" not in config.name and not config.name.startswith("."),
-         f"name must be a plain folder name, got {config.name!r}")

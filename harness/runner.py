@@ -1,60 +1,50 @@
 """The run, end to end (DESIGN.md, "The run"), written as Jepsen's `run!`: nested scopes.
 
     store folder and log ─ Spark starting in the background
-      └─ cluster (ZooKeeper + brokers) ─ nemesis set up ─ history writer
+      └─ db up (test.db) ─ nemesis set up ─ history writer
            └─ workload and faults, then heal, recovery and final reads
-      logs collected, cluster down
-    checkers on Spark -> results.json ─ report.html and the store index
+      logs collected, db down
+    test.checker on Spark -> results.json ─ report.html and the store index
 
-Each scope owns its teardown, so a normal end, an exception, Ctrl-C and SIGTERM all
-leave nothing behind. `check_run` re-runs the checkers on a stored run (`kchaos check`).
-Exit codes: 0 valid, 1 anomalies found, 2 unknown, 3 harness error.
+`run_test(test)` knows only the parts of a `harness.test.Test`. Each scope owns its
+teardown, so a normal end, an exception, Ctrl-C and SIGTERM all leave nothing behind.
+`check_run` re-runs the checkers named in a stored run's test.json (`kchaos check`).
 """
 
 from __future__ import annotations
 
 import contextlib
 import logging
-import platform
 import signal
 import sys
 import threading
 import time
-from collections.abc import Iterator
-from dataclasses import dataclass, replace
-from importlib import metadata
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
-from checker.acks import AcksChecker
-from checker.checkers import Result
-from checker.elections import ElectionChecker
+from checker.checkers import Composed, Result
 from checker.history import HistoryWriter
-from checker.queue import QueueChecker
-from harness.config import TestConfig
-from harness.db.cluster import Cluster, ClusterSpec
+from checker.registry import composed
+from harness import exit_codes
+from harness.db.part import RunningDB
 from harness.progress import ProgressPrinter
-from harness.scenarios import Scenario, apply_scenario
-from harness.store import (
-    HISTORY_FILE,
-    LOG_FILE,
-    NODES_DIR,
-    RESULTS_FILE,
-    TEST_FILE,
-    create_run,
-    read_test,
-    write_json,
-)
-from nemesis.package import Package, Schedule, package
+from harness.store import create_run, read_test, write_json
+from nemesis.package import Package
+from reports.layout import HISTORY_FILE, LOG_FILE, NODES_DIR, RESULTS_FILE, TEST_FILE
+from reports.summary import summary_lines
 from workloads import generator as gen
 from workloads.final import final_phase
-from workloads.queue import QueueOptions, queue_workload
+from workloads.part import WorkloadContext
+from workloads.registry import WORKLOADS
 from workloads.worker import Interpreter
 
-__all__ = ["EXIT_CODES", "HARNESS_ERROR", "RunOutcome", "check_run", "run_test"]
+if TYPE_CHECKING:
+    from harness.test import Test
 
-EXIT_CODES: dict[Any, int] = {True: 0, False: 1, "unknown": 2}
-HARNESS_ERROR = 3
+__all__ = ["RunOutcome", "check_run", "run_test"]
+
 log = logging.getLogger("kchaos")
 
 
@@ -69,124 +59,112 @@ class Interrupted(Exception):
     """SIGTERM, turned into an exception so every scope tears down."""
 
 
-def run_test(config: TestConfig, out: TextIO = sys.stdout) -> RunOutcome:
+def run_test(test: Test, out: TextIO = sys.stdout) -> RunOutcome:
     """Run one chaos test and return where it is stored and its exit code."""
-    config, scenario = apply_scenario(config.with_seed())
-    store = Path(config.store)
-    run_dir = create_run(store, config.name)
+    run_dir = create_run(test.store, test.name)
     with _run_log(run_dir / LOG_FILE), _terminate_raises():
-        print(f"kchaos: run {run_dir}  (seed {config.seed}"
-              + (f", scenario {scenario.name}" if scenario else "") + ")", file=out, flush=True)
-        record = _test_record(config, scenario)
+        print(f"kchaos: run {run_dir}  (seed {test.seed}"
+              + (f", scenario {test.scenario}" if test.scenario else "") + ")", file=out,
+              flush=True)
+        record = test.record()
         write_json(run_dir / TEST_FILE, record)
         try:
-            with _background_spark(config.spark_master) as spark:
-                _run_cluster_phase(config, scenario, record, run_dir, out)
-                results = _check(spark.session(), run_dir, out)
+            with _background_spark(test.spark_master) as spark:
+                _run_db_phase(test, record, run_dir, out)
+                results = _check(spark.session(), test.checker, run_dir, out)
         except (KeyboardInterrupt, Interrupted) as stop:
             log.error("interrupted: %s", type(stop).__name__)
             print(f"kchaos: interrupted; everything torn down, the history so far is in "
                   f"{run_dir}", file=out, flush=True)
-            return RunOutcome(run_dir, HARNESS_ERROR, None)
+            return RunOutcome(run_dir, exit_codes.ERROR, None)
         except Exception as error:
             log.exception("harness error")
             print(f"kchaos: harness error: {error} (details in {run_dir / LOG_FILE})",
                   file=out, flush=True)
-            return RunOutcome(run_dir, HARNESS_ERROR, None)
-        _report(store, run_dir, out)
+            return RunOutcome(run_dir, exit_codes.ERROR, None)
+        _report(test.store, run_dir, out)
         _summarise(results, run_dir, out)
-        return RunOutcome(run_dir, EXIT_CODES[results.valid], results)
+        return RunOutcome(run_dir, exit_codes.for_verdict(results.valid), results)
 
 
 def check_run(run_dir: Path, spark_master: str = "local[*]",
               out: TextIO = sys.stdout) -> RunOutcome:
-    """Re-run the checkers on a stored run and re-render its report."""
+    """Re-run the checkers of a stored run and re-render its report."""
     from checker.spark import spark_session
 
+    test = read_test(run_dir)
+    names = test.get("checkers") or WORKLOADS[test.get("workload", "queue")].checkers
     with spark_session(spark_master) as session:
-        results = _check(session, run_dir, out)
+        results = _check(session, composed(names), run_dir, out)
     _report(run_dir.parent.parent, run_dir, out)
     _summarise(results, run_dir, out)
-    return RunOutcome(run_dir, EXIT_CODES[results.valid], results)
+    return RunOutcome(run_dir, exit_codes.for_verdict(results.valid), results)
 
 
-# --- the cluster phase ------------------------------------------------------------------------
+# --- the db phase -----------------------------------------------------------------------------
 
 
-def _run_cluster_phase(config: TestConfig, scenario: Scenario | None, record: dict[str, Any],
-                       run_dir: Path, out: TextIO) -> None:
+def _run_db_phase(test: Test, record: dict[str, Any], run_dir: Path, out: TextIO) -> None:
     started = time.monotonic()
-    spec = ClusterSpec(brokers=config.nodes, zookeepers=config.zookeepers,
-                       colocate=config.colocate, broker_config=dict(config.broker_config),
-                       backend=config.backend, options=config.cluster_options())
-    with Cluster.up(spec) as cluster:
-        print(f"kchaos: cluster up in {time.monotonic() - started:.1f} s: "
-              f"{cluster.bootstrap_servers}", file=out, flush=True)
-        log.info("cluster %s up: %s", cluster.prefix, cluster.processes())
+    with test.db.start() as db:
+        print(f"kchaos: {test.db.name} up in {time.monotonic() - started:.1f} s: "
+              f"{db.bootstrap_servers}", file=out, flush=True)
+        log.info("db %s up: %s", db.prefix, db.processes())
         try:
-            _run_workload(config, scenario, record, cluster, run_dir, out)
+            _run_workload(test, record, db, run_dir, out)
         finally:
-            copied = cluster.collect_logs(run_dir / NODES_DIR)
+            copied = db.collect_logs(run_dir / NODES_DIR)
             log.info("collected %d node log files", len(copied))
 
 
-def _run_workload(config: TestConfig, scenario: Scenario | None, record: dict[str, Any],
-                  cluster: Cluster, run_dir: Path, out: TextIO) -> None:
-    workload = queue_workload(QueueOptions(
-        bootstrap_servers=tuple(cluster.bootstrap_servers.split(",")), client=config.client,
-        keys=config.keys, concurrency=config.concurrency, rate=config.rate,
-        replication_factor=config.replication_factor, acks=config.acks,
-        idempotence=config.idempotence, retries=config.retries, linger_ms=config.linger_ms,
-        op_timeout=config.op_timeout, seed=config.seed))
-    faults = _nemesis_package(config, scenario)
-    test = {**record, **dict(workload.test_fields),
-            "key_partitions": {str(k): list(v) for k, v in workload.key_partitions.items()},
-            "node_broker_ids": {node: cluster.broker_id(node) for node in cluster.brokers},
-            "bootstrap_servers": cluster.bootstrap_servers, "cluster_prefix": cluster.prefix,
-            "nodes": {node: cluster.remote.address(node) for node in cluster.nodes}}
+def _run_workload(test: Test, record: dict[str, Any], db: RunningDB, run_dir: Path,
+                  out: TextIO) -> None:
+    workload = test.workload.build(WorkloadContext(
+        tuple(db.bootstrap_servers.split(",")), len(db.brokers), test.seed))
+    faults = test.nemesis
+    record = {**record, **dict(workload.test_fields),
+              "key_partitions": {str(k): list(v) for k, v in workload.key_partitions.items()},
+              **db.facts()}
     clock = _Clock()
     with HistoryWriter(run_dir / HISTORY_FILE, clock=clock) as history:
-        interpreter = Interpreter(test, workload.client, history,
+        interpreter = Interpreter(record, workload.client, history,
                                   concurrency=workload.concurrency,
-                                  nemesis=_ClusterNemesis(faults, cluster), nodes=cluster.brokers,
-                                  op_timeout=config.op_timeout, clock=clock)
+                                  nemesis=_DBNemesis(faults, db), nodes=db.brokers,
+                                  op_timeout=workload.op_timeout, clock=clock)
         interpreter.setup_clients()
-        faults.nemesis.setup(cluster)
+        faults.nemesis.setup(db)
         try:
             generator = gen.phases(
-                gen.time_limit(config.time_limit, gen.any_of(gen.clients(workload.generator),
-                                                             gen.nemesis(faults.generator))),
+                gen.time_limit(test.time_limit, gen.any_of(gen.clients(workload.generator),
+                                                           gen.nemesis(faults.generator))),
                 final_phase(faults.final_generator, workload.final_generator,
-                            config.recovery_seconds, config.final_read_seconds))
+                            test.recovery_seconds, test.final_read_seconds))
             clock.start()
-            write_json(run_dir / TEST_FILE, {**test, "start_wall_ms": clock.start_wall_ms})
-            print(f"kchaos: {config.time_limit:g} s of {config.client} clients "
-                  f"({workload.concurrency} threads, {config.keys} keys, acks={config.acks}) "
+            write_json(run_dir / TEST_FILE, {**record, "start_wall_ms": clock.start_wall_ms})
+            print(f"kchaos: {test.time_limit:g} s of the {test.workload.name} workload "
+                  f"({_describe(workload.test_fields)}, {workload.concurrency} threads) "
                   f"with faults: {', '.join(faults.faults) or 'none'}", file=out, flush=True)
-            with ProgressPrinter(interpreter.progress.snapshot, config.time_limit):
+            with ProgressPrinter(interpreter.progress.snapshot, test.time_limit):
                 interpreter.run(generator)
         finally:
-            faults.nemesis.teardown(cluster)
+            faults.nemesis.teardown(db)
         with contextlib.suppress(Exception):
             interpreter.teardown_clients()
 
 
-def _nemesis_package(config: TestConfig, scenario: Scenario | None) -> Package:
-    if scenario is None:
-        return package(config.nemesis, config.seed, config.time_limit, config.nemesis_interval)
-    staged = package(scenario.faults, config.seed, config.time_limit)
-    return replace(staged, generator=Schedule(scenario.schedule(config)))
+def _describe(fields: Mapping[str, Any]) -> str:
+    return ", ".join(f"{name}={value}" for name, value in fields.items())
 
 
-class _ClusterNemesis:
-    """The interpreter's nemesis (`invoke(test, op)`) over a package acting on the cluster."""
+class _DBNemesis:
+    """The interpreter's nemesis (`invoke(test, op)`) over a package acting on the db."""
 
-    def __init__(self, faults: Package, cluster: Cluster) -> None:
+    def __init__(self, faults: Package, db: RunningDB) -> None:
         self.faults = faults
-        self.cluster = cluster
+        self.db = db
 
     def invoke(self, test: Any, op: dict) -> dict:
-        result = self.faults.nemesis.invoke(self.cluster, op)
+        result = self.faults.nemesis.invoke(self.db, op)
         log.info("nemesis %s %s -> %s", op.get("f"), op.get("value"), result.get("value"))
         return result
 
@@ -209,13 +187,12 @@ class _Clock:
 # --- checking and reporting -------------------------------------------------------------------
 
 
-def _check(session: Any, run_dir: Path, out: TextIO) -> Result:
+def _check(session: Any, checker: Composed, run_dir: Path, out: TextIO) -> Result:
     from checker.spark import check_history_on_spark
 
     started = time.monotonic()
-    checkers = {"queue": QueueChecker(), "acks": AcksChecker(), "elections": ElectionChecker()}
     results = check_history_on_spark(session, read_test(run_dir), run_dir / HISTORY_FILE,
-                                     checkers, {"store_dir": str(run_dir)})
+                                     checker.checkers, {"store_dir": str(run_dir)})
     write_json(run_dir / RESULTS_FILE, results.to_json())
     print(f"kchaos: checked in {time.monotonic() - started:.1f} s", file=out, flush=True)
     return results
@@ -235,15 +212,8 @@ def _report(store: Path, run_dir: Path, out: TextIO) -> None:
 
 
 def _summarise(results: Result, run_dir: Path, out: TextIO) -> None:
-    verdict = {True: "VALID", False: "INVALID", "unknown": "UNKNOWN"}[results.valid]
-    print(f"kchaos: {verdict}", file=out)
-    for name, checker in results.checkers.items():
-        found = ", ".join(f"{kind} {a.count}" for kind, a in checker.anomalies.items())
-        allowed = f"  (allowed by the configuration: {', '.join(checker.allowed)})" \
-            if checker.allowed else ""
-        error = f"  error: {checker.error}" if checker.error else ""
-        print(f"  {name:<10} {str(checker.valid):<8} {found or 'no anomalies'}{allowed}{error}",
-              file=out)
+    for line in summary_lines(results):
+        print(line, file=out)
     print(f"kchaos: results in {run_dir / RESULTS_FILE}", file=out, flush=True)
 
 
@@ -323,27 +293,3 @@ def _terminate_raises() -> Iterator[None]:
         yield
     finally:
         signal.signal(signal.SIGTERM, previous)
-
-
-def _test_record(config: TestConfig, scenario: Scenario | None) -> dict[str, Any]:
-    """test.json: the full configuration, seed and versions; the runner adds cluster facts."""
-    return {
-        "name": config.name,
-        "seed": config.seed,
-        "scenario": scenario.name if scenario else None,
-        "config": config.to_json(),
-        "broker_config": dict(config.broker_config),
-        "acks": config.acks,
-        "time_limit": config.time_limit,
-        "nemesis": config.nemesis,
-        "final_reads": True,
-        "versions": _versions(),
-    }
-
-
-def _versions() -> dict[str, str]:
-    versions = {"python": platform.python_version()}
-    for name in ("kchaos", "confluent-kafka", "kafka-python", "kazoo", "pyspark"):
-        with contextlib.suppress(metadata.PackageNotFoundError):
-            versions[name] = metadata.version(name)
-    return versions

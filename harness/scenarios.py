@@ -1,19 +1,21 @@
 """Named scenarios: a configuration and a staged fault schedule in place of the random one.
 
-`kchaos run --scenario NAME` applies `Scenario.config` over the user's configuration
-and replaces the nemesis schedule with `Scenario.schedule(config)`: nemesis ops with
-the time (seconds since the test started) at which to invoke them.
+`kchaos run --scenario NAME` layers `Scenario.config` and `Scenario.broker_config` over
+the user's TOML (`harness.config.load_config`) and replaces the nemesis schedule with
+`Scenario.schedule(config)`: nemesis ops with the time (ns since the test started) at
+which to invoke them.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field, replace
-from typing import Any
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
 
-from harness.config import TestConfig
+if TYPE_CHECKING:
+    from harness.config import TestConfig
 
-__all__ = ["SCENARIOS", "Scenario", "apply_scenario"]
+__all__ = ["SCENARIOS", "Scenario"]
 
 NS_PER_SECOND = 1_000_000_000
 
@@ -39,7 +41,8 @@ def _unclean_2013(config: TestConfig) -> tuple[dict, ...]:
     keeps acknowledging acks=all writes; then its ZooKeeper session expires, the controller
     elects an out-of-sync follower (unclean), and when the network heals the old leader
     truncates what it had acknowledged."""
-    lag = float(config.broker_config.get("replica.lag.time.max.ms", 3000)) / 1000
+    broker_config = getattr(config.db, "broker_config", {})
+    lag = float(broker_config.get("replica.lag.time.max.ms", 3000)) / 1000
     target = {"shape": "leader-from-followers", "topic": "kchaos", "partition": 0}
     isolated = 3.0
     expire = isolated + lag + 6.0
@@ -64,15 +67,3 @@ SCENARIOS: dict[str, Scenario] = {
         faults=("leader-from-followers", "expire-session"),
     ),
 }
-
-
-def apply_scenario(config: TestConfig) -> tuple[TestConfig, Scenario | None]:
-    """The configuration with the scenario's settings applied, and the scenario."""
-    if config.scenario is None:
-        return config, None
-    scenario = SCENARIOS.get(config.scenario)
-    if scenario is None:
-        known = "; ".join(f"{s.name}: {s.description}" for s in SCENARIOS.values())
-        raise ValueError(f"unknown scenario {config.scenario!r}; known: {known}")
-    broker_config = {**config.broker_config, **scenario.broker_config}
-    return replace(config, **scenario.config, broker_config=broker_config), scenario

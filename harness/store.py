@@ -1,8 +1,7 @@
 """The store: one folder per run, `store/<test-name>/<YYYYMMDDTHHMMSS>/` (DESIGN.md, "Store").
 
 `create_run` makes the folder and points `store/latest` and `store/<test-name>/latest`
-at it; `resolve_run` turns what a user types (a run folder, a test folder, the store,
-or a `latest` link) into a run folder.
+at it. File names and `resolve_run` are `reports.layout`'s.
 """
 
 from __future__ import annotations
@@ -13,13 +12,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-__all__ = ["TEST_FILE", "create_run", "read_test", "resolve_run", "write_json"]
+from reports.layout import LATEST, TEST_FILE, resolve_run
 
-TEST_FILE = "test.json"
-HISTORY_FILE = "history.jsonl"
-RESULTS_FILE = "results.json"
-LOG_FILE = "kchaos.log"
-NODES_DIR = "nodes"
+__all__ = ["create_run", "read_test", "resolve_run", "write_json"]
 
 
 def create_run(store: Path, name: str, now: float | None = None) -> Path:
@@ -33,8 +28,8 @@ def create_run(store: Path, name: str, now: float | None = None) -> Path:
         suffix += 1
         run_dir = test_dir / f"{stamp}-{suffix}"
     run_dir.mkdir()
-    _link(test_dir / "latest", run_dir.name)
-    _link(store / "latest", os.path.join(name, run_dir.name))
+    _link(test_dir / LATEST, run_dir.name)
+    _link(store / LATEST, os.path.join(name, run_dir.name))
     return run_dir
 
 
@@ -44,17 +39,6 @@ def _link(link: Path, target: str) -> None:
         temporary.unlink()
     temporary.symlink_to(target)
     temporary.replace(link)
-
-
-def resolve_run(path: Path) -> Path:
-    """The run folder `path` means; raises FileNotFoundError saying what was expected."""
-    path = Path(path)
-    for candidate in (path, path / "latest", path / "latest" / "latest"):
-        if (candidate / TEST_FILE).is_file():
-            return candidate.resolve()
-    raise FileNotFoundError(
-        f"{path}: not a run folder (no {TEST_FILE} in it, nor under a 'latest' link); "
-        f"give store/<test-name>/<time>/, store/<test-name>/ or the store itself")
 
 
 def write_json(path: Path, data: Any) -> None:

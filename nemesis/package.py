@@ -12,7 +12,7 @@ start and stop fs). Nemesis ops are `{"type": "info", "process": "nemesis", "f",
 from __future__ import annotations
 
 import random
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -32,7 +32,9 @@ __all__ = [
     "Composed",
     "Fault",
     "HealNemesis",
+    "KINDS",
     "Nemesis",
+    "NemesisOptions",
     "Package",
     "Schedule",
     "compose",
@@ -218,28 +220,47 @@ def schedule_ops(faults: Sequence[str], seed: int, time_limit: float,
     return tuple(ops)
 
 
+# Each kind of fault: how to build its nemesis from the shared firewall and a seeded random.
+KINDS: dict[str, Callable[[Firewall, random.Random], Nemesis]] = {
+    "partition": PartitionNemesis,
+    "packet-loss": lambda firewall, rng: PacketLossNemesis(firewall),
+    "kill": lambda firewall, rng: KillNemesis(rng),
+    "restart": lambda firewall, rng: RestartNemesis(rng),
+    "pause": lambda firewall, rng: PauseNemesis(rng),
+    "pause-zookeeper": lambda firewall, rng: PauseZooKeeperNemesis(rng),
+    "expire-session": ExpireSessionNemesis,
+}
+
+
 def package(names: str | Iterable[str], seed: int = 0, time_limit: float = 60.0,
             interval: float = 10.0) -> Package:
     faults = expand(names)
     rng = random.Random(seed)
     firewall = Firewall()
-    builders = {
-        "partition": lambda: PartitionNemesis(firewall, random.Random(rng.random())),
-        "packet-loss": lambda: PacketLossNemesis(firewall),
-        "kill": lambda: KillNemesis(random.Random(rng.random())),
-        "restart": lambda: RestartNemesis(random.Random(rng.random())),
-        "pause": lambda: PauseNemesis(random.Random(rng.random())),
-        "pause-zookeeper": lambda: PauseZooKeeperNemesis(random.Random(rng.random())),
-        "expire-session": lambda: ExpireSessionNemesis(firewall, random.Random(rng.random())),
-    }
     kinds = list(dict.fromkeys(FAULTS[name].kind for name in faults))
-    nemesis = compose([builders[kind]() for kind in kinds] + [HealNemesis(firewall)])
+    nemesis = compose([KINDS[kind](firewall, random.Random(rng.random())) for kind in kinds]
+                      + [HealNemesis(firewall)])
     stops = list(dict.fromkeys(FAULTS[n].stop for n in faults if FAULTS[n].stop))
     final = tuple(_op(f) for f in stops) + (_op("heal"),)
     perf = tuple({"name": name, "start": FAULTS[name].start, "stop": FAULTS[name].stop}
                  for name in faults)
     return Package(nemesis, Schedule(schedule_ops(faults, seed, time_limit, interval)),
                    Schedule(final), perf, tuple(faults))
+
+
+@dataclass(frozen=True, kw_only=True)
+class NemesisOptions:
+    """The nemesis package's options (see `harness.options`)."""
+
+    nemesis: str = field(default="partition,kill,pause", metadata={
+        "help": "faults or groups, 'none' for none", "metavar": "A,B,..."})
+    nemesis_interval: float = field(default=10.0, metadata={
+        "help": "mean seconds between fault changes", "metavar": "SECONDS"})
+
+    def __post_init__(self) -> None:
+        expand(self.nemesis)
+        if self.nemesis_interval <= 0:
+            raise ValueError("nemesis_interval must be > 0 seconds")
 
 
 def noop() -> Package:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.zookeeper import start_zookeeper
+from tests.support.zookeeper import start_zookeeper
 
 
 @pytest.fixture(scope="session")

@@ -1,7 +1,8 @@
 """Kafka clients that record histories, their generators and the interpreter."""
 
 from workloads.client import Client, ClientOptions, outcome, validate
-from workloads.queue import QueueOptions, Workload, client_factory, queue_workload
+from workloads.part import Workload, WorkloadContext, WorkloadKind
+from workloads.queue import QueueOptions, client_factory, queue_workload
 from workloads.worker import Interpreter, Nemesis, NoopNemesis, Progress
 
 __all__ = [
@@ -13,6 +14,8 @@ __all__ = [
     "Progress",
     "QueueOptions",
     "Workload",
+    "WorkloadContext",
+    "WorkloadKind",
     "client_factory",
     "outcome",
     "queue_workload",

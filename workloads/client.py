@@ -215,7 +215,7 @@ class QueueClient:
     def invoke(self, test: Any, op: Mapping[str, Any]) -> dict[str, Any]:
         f = op["f"]
         if f == "send":
-            return self._send(op)
+            return {**self._send(op), "acks": self.options.acks}
         if f == "poll":
             return self._poll(op)
         if f == "assign":

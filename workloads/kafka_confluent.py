@@ -144,10 +144,10 @@ class ConfluentClient(QueueClient):
                 name = (error.args[0].name() if isinstance(error, KafkaException)
                         else "_QUEUE_FULL")
                 if position == 0 and outcome(name) == "fail":
-                    return completed(op, "fail", op["value"], error=name, acks=options.acks)
+                    return completed(op, "fail", op["value"], error=name)
                 raise
         self.producer.flush(options.op_timeout)
-        return send_completion(op, deliveries, retried=options.retries > 0, acks=options.acks)
+        return send_completion(op, deliveries, retried=options.retries > 0)
 
     def _poll(self, op: Mapping[str, Any]) -> dict[str, Any]:
         options = self.options

@@ -115,13 +115,12 @@ class KafkaPythonClient(QueueClient):
                     partition=options.key_partitions[key]))
             except KafkaTimeoutError:
                 if position == 0:
-                    return completed(op, "fail", op["value"], acks=options.acks,
+                    return completed(op, "fail", op["value"],
                                      error="metadata unavailable: nothing sent")
                 raise
             except Exception as error:
                 if position == 0 and outcome(error_name(error)) == "fail":
-                    return completed(op, "fail", op["value"], error=error_name(error),
-                                     acks=options.acks)
+                    return completed(op, "fail", op["value"], error=error_name(error))
                 raise
         deadline = time.monotonic() + options.op_timeout
         try:
@@ -142,7 +141,7 @@ class KafkaPythonClient(QueueClient):
                 deliveries.append(Delivery(error=error_name(future.exception), done=True))
             else:
                 deliveries.append(Delivery(offset=future.value.offset, done=True))
-        return send_completion(op, deliveries, retried=options.retries > 0, acks=options.acks)
+        return send_completion(op, deliveries, retried=options.retries > 0)
 
     def _poll(self, op: Mapping[str, Any]) -> dict[str, Any]:
         batches = self.consumer.poll(timeout_ms=int(self.options.poll_timeout * 1000),

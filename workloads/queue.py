@@ -18,29 +18,36 @@ from typing import Any
 from workloads import final
 from workloads import generator as gen
 from workloads.client import Client, ClientOptions
+from workloads.part import Workload, WorkloadContext, WorkloadKind
 
-__all__ = ["CLIENTS", "QueueOptions", "SendGenerator", "Workload", "client_factory",
+__all__ = ["ACKS", "CHECKERS", "CLIENTS", "KIND", "QueueOptions", "SendGenerator", "client_factory",
            "queue_workload"]
 
 CLIENTS = ("confluent", "kafka-python")
+ACKS = ("0", "1", "all")
+CHECKERS = ("queue", "acks", "elections")
 
 
 @dataclass(frozen=True, kw_only=True)
 class QueueOptions:
-    """Every knob of the queue workload; `rate` is ops per second over all clients."""
+    """The queue workload's options: fields with `help` are the user's (flags and TOML keys,
+    see `harness.options`); the others are set by the harness or by tests."""
 
-    bootstrap_servers: tuple[str, ...]
-    client: str = "confluent"
-    keys: int = 4
-    concurrency: int = 4
-    rate: float = 50.0
+    client: str = field(default="confluent", metadata={"help": "Kafka client",
+                                                       "choices": CLIENTS})
+    acks: str = field(default="all", metadata={"help": "producer acks", "choices": ACKS})
+    idempotence: bool = field(default=False, metadata={"help": "idempotent producers"})
+    retries: int | None = field(default=None, metadata={
+        "help": "producer retries (default 0, or unbounded with --idempotence)"})
+    linger_ms: int = field(default=0, metadata={"help": "producer linger.ms"})
+    keys: int = field(default=4, metadata={"help": "keys = partitions"})
+    concurrency: int = field(default=6, metadata={"help": "client threads"})
+    rate: float = field(default=100.0, metadata={"help": "ops per second over all clients"})
+    op_timeout: float = field(default=5.0, metadata={"help": "per-op timeout",
+                                                     "metavar": "SECONDS"})
+    bootstrap_servers: tuple[str, ...] = ()
     topic: str = "kchaos"
     replication_factor: int = 3
-    acks: str = "all"
-    retries: int | None = None
-    idempotence: bool = False
-    linger_ms: int = 0
-    op_timeout: float = 5.0
     poll_timeout: float = 0.5
     # Several micro-ops in one send op are not atomic (one flush, several partitions),
     # while the queue checker counts an info op as committed when any of its values
@@ -52,6 +59,18 @@ class QueueOptions:
     crash_weight: float = 0.0
     seed: int = 0
     drain_idle_polls: int = 10
+
+    def __post_init__(self) -> None:
+        if self.client not in CLIENTS and self.client != "kafka_python":
+            raise ValueError(f"unknown client {self.client!r}; known: {', '.join(CLIENTS)}")
+        if str(self.acks) not in ACKS:
+            raise ValueError(f"acks must be one of {', '.join(ACKS)}, got {self.acks!r}")
+        if self.keys < 1 or self.concurrency < 1:
+            raise ValueError("keys and concurrency must be >= 1")
+        if (self.retries is not None and self.retries < 0) or self.linger_ms < 0:
+            raise ValueError("retries and linger_ms must be >= 0")
+        if self.rate <= 0 or self.op_timeout <= 0:
+            raise ValueError("rate and op_timeout must be > 0")
 
     def key_partitions(self) -> dict[int, int]:
         return {key: key for key in range(self.keys)}
@@ -65,19 +84,6 @@ class QueueOptions:
             acks=str(self.acks), retries=retries, idempotence=self.idempotence,
             linger_ms=self.linger_ms, op_timeout=self.op_timeout,
             poll_timeout=self.poll_timeout)
-
-
-@dataclass(frozen=True)
-class Workload:
-    """What the runner needs: a client factory value (open it per process), the client
-    generator, the final generator (drain), and each key's (topic, partition)."""
-
-    client: Client
-    generator: Any
-    final_generator: Any
-    key_partitions: Mapping[Any, tuple[str, int]]
-    concurrency: int
-    test_fields: Mapping[str, Any] = field(default_factory=dict)
 
 
 def client_factory(name: str, options: ClientOptions) -> Client:
@@ -144,8 +150,6 @@ class AssignGenerator:
 def queue_workload(options: QueueOptions,
                    factory: Callable[[str, ClientOptions], Client] = client_factory) -> Workload:
     """The queue workload for `options`."""
-    if options.keys < 1 or options.concurrency < 1 or options.rate <= 0:
-        raise ValueError("keys, concurrency and rate must be positive")
     seeds = random.Random(options.seed)
     sources = [
         (options.send_weight, SendGenerator(options.keys, options.max_sends_per_op,
@@ -166,4 +170,15 @@ def queue_workload(options: QueueOptions,
         concurrency=options.concurrency,
         test_fields={"acks": options.acks, "idempotence": options.idempotence,
                      "subscribe": False, "client": options.client},
+        op_timeout=options.op_timeout,
     )
+
+
+def build(options: QueueOptions, context: WorkloadContext) -> Workload:
+    """The queue workload against a running db."""
+    return queue_workload(replace(options, bootstrap_servers=context.bootstrap_servers,
+                                  replication_factor=min(3, context.brokers),
+                                  seed=context.seed))
+
+
+KIND = WorkloadKind(QueueOptions, build, CHECKERS)

@@ -26,7 +26,7 @@ import re
 import subprocess
 import tomllib
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import asdict, dataclass, fields, replace
+from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 
 from harness.control.errors import ProvisionError
@@ -105,10 +105,6 @@ class Inventory:
     def select(self, names: Iterable[str]) -> Inventory:
         wanted = set(names)
         return Inventory(tuple(h for h in self.hosts if h.name in wanted))
-
-    def with_defaults(self, **values: object) -> Inventory:
-        """Every host with these fields replaced (e.g. `python=...`, `known_hosts=...`)."""
-        return Inventory(tuple(replace(h, **values) for h in self.hosts))
 
     def to_json(self) -> list[dict]:
         return [h.to_json() for h in self.hosts]

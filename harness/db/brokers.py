@@ -146,10 +146,6 @@ class BrokerSet(ServiceProcesses):
             time.sleep(0.05)
         return True
 
-    def wipe(self, node: str) -> None:
-        """Delete the broker's data (it must not run)."""
-        self.remote.exec(node, ["rm", "-rf", self.data_dir(node)])
-
     # -- ZooKeeper view -----------------------------------------------------------------
 
     @property

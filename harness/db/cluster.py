@@ -1,17 +1,11 @@
 """A whole cluster on any backend: ZooKeeper ensemble + brokers, up, status, down.
 
-`Cluster.up(spec)` provisions nodes with the spec's backend, starts the ensemble members
-in parallel, then the brokers, and returns once the cluster is healthy. Backends:
+`Cluster.up(spec)` provisions nodes with the spec's backend (`harness.control.backends`;
+locally brokers `n1..nN` and ZooKeepers `z1..zM`, or ZooKeeper co-located on the first
+brokers; on ssh and vagrant the inventory's hosts by role), starts the ensemble members in
+parallel, then the brokers, and returns once the cluster is healthy.
 
-    local     network namespaces on a bridge; nodes `n1..nN` brokers, `z1..zM` ZooKeepers
-              (or ZooKeeper co-located on the first brokers)
-    ssh       the hosts of a TOML inventory (`options["inventory"]`), roles from it;
-              packages and kchaos installed over SSH (`harness.control.provision`)
-    vagrant   the machines of `vagrant ssh-config` in `options["vagrant_dir"]`, as ssh
-    docker    one container per node (`harness.control.docker`)
-
-The run's state directory `<state root>/<prefix>` holds the backend's record
-(`network.json`, `remote.json` or `docker.json`, written before anything exists) and
+Beside the backend's record, the run's state directory `<state root>/<prefix>` holds
 `cluster.json` (roles, pids, the work directory `<base_dir>/<prefix>` on the nodes),
 rewritten whenever a process starts, so `down()` in another process, even after the
 harness was SIGKILLed, removes everything.
@@ -24,48 +18,22 @@ from __future__ import annotations
 
 import contextlib
 import json
-import shutil
 import sys
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from harness.control import ProvisionError, Remote, RemoteError
-from harness.control.local import LocalRemote, destroy_run, run_prefixes
+from harness.control import ProvisionError, Remote, backends
 from harness.control.runstate import default_state_root, write_json
 from harness.db.brokers import BrokerSet
 from harness.db.files import fetch
 from harness.db.zookeeper import ZooKeeperEnsemble, ZooKeeperSettings
 
-__all__ = ["BACKENDS", "Cluster", "ClusterSpec", "backend_options", "down"]
+__all__ = ["Cluster", "ClusterSpec", "down"]
 
 CLUSTER_FILE = "cluster.json"
 SERVICES = ("broker", "zookeeper")
-BACKENDS = ("local", "ssh", "vagrant", "docker")
-SSH_STATE, DOCKER_STATE = "remote.json", "docker.json"
-
-
-def backend_options(backend: str, *, inventory: str | None = None,
-                    vagrant_dir: str | None = None, accept_new_host_keys: bool = False,
-                    install: bool = True, docker_host: str | None = None,
-                    docker_image: str | None = None) -> dict[str, Any]:
-    """A ClusterSpec's `options` for `backend`; ValueError when its source of hosts is missing."""
-    if backend not in BACKENDS:
-        raise ValueError(f"backend must be one of {', '.join(BACKENDS)}, got {backend!r}")
-    if backend == "ssh":
-        if not inventory:
-            raise ValueError("the ssh backend needs an inventory (--inventory FILE.toml)")
-        return {"inventory": str(Path(inventory).resolve()), "install": install,
-                "accept_new_host_keys": accept_new_host_keys}
-    if backend == "vagrant":
-        if not vagrant_dir:
-            raise ValueError("the vagrant backend needs its directory (--vagrant-dir DIR)")
-        return {"vagrant_dir": str(Path(vagrant_dir).resolve()), "install": install,
-                "accept_new_host_keys": accept_new_host_keys}
-    if backend == "docker":
-        return {"base_url": docker_host, "image": docker_image}
-    return {}
 
 
 @dataclass(frozen=True)
@@ -89,8 +57,9 @@ class ClusterSpec:
             raise ValueError("need 1 to 99 brokers and 1 to 99 ZooKeepers")
         if self.colocate and self.zookeepers > self.brokers:
             raise ValueError("co-located ZooKeepers need at least as many broker nodes")
-        if self.backend not in BACKENDS:
-            raise ValueError(f"backend must be one of {BACKENDS}, got {self.backend!r}")
+        if self.backend not in backends.BACKENDS:
+            raise ValueError(f"backend must be one of {', '.join(backends.BACKENDS)}, "
+                             f"got {self.backend!r}")
 
     @property
     def broker_nodes(self) -> tuple[str, ...]:
@@ -138,7 +107,9 @@ class Cluster:
         """Provision (or take over `remote`, a backend with `state_dir`, `detach()` and
         `destroy()`), start ZooKeeper then the brokers, wait until healthy. On any failure
         or interrupt, everything made so far is removed before the exception propagates."""
-        remote = remote or _provision(spec, state_root)
+        remote = remote or backends.provision(
+            spec.backend, spec.options, spec.nodes,
+            lambda inventory: sum(_inventory_roles(spec, inventory), ()), state_root)
         prefix = remote.state_dir.name
         workdir = f"{spec.base_dir}/{prefix}"
         try:
@@ -157,7 +128,7 @@ class Cluster:
         except BaseException:
             with contextlib.suppress(Exception):
                 brokers.close()
-            _destroy(prefix, remote.state_dir.parent, workdir, remote)
+            backends.destroy(prefix, remote.state_dir.parent, workdir, remote)
             raise
         return cluster
 
@@ -166,13 +137,13 @@ class Cluster:
         """The cluster of an earlier `up` (the only one recorded, when `prefix` is None)."""
         root = state_root or default_state_root()
         if prefix is None:
-            prefixes = [p for p in _runs(root, include_owned=True)
+            prefixes = [p for p in backends.runs(root, include_owned=True)
                         if (root / p / CLUSTER_FILE).exists()]
             if len(prefixes) != 1:
                 raise LookupError(f"{len(prefixes)} clusters recorded under {root}"
                                   + (f" ({', '.join(prefixes)}); name one" if prefixes else ""))
             prefix = prefixes[0]
-        remote = _attach(root / prefix)
+        remote = backends.attach(root / prefix)
         try:
             data = json.loads((root / prefix / CLUSTER_FILE).read_text())
         except (OSError, ValueError) as error:
@@ -188,8 +159,8 @@ class Cluster:
 
     def down(self, keep_data: bool = False) -> None:
         self.broker_set.close()
-        _destroy(self.prefix, self.remote.state_dir.parent,
-                 None if keep_data else self.workdir, self.remote)
+        backends.destroy(self.prefix, self.remote.state_dir.parent,
+                         None if keep_data else self.workdir, self.remote)
 
     def __enter__(self) -> Cluster:
         return self
@@ -300,6 +271,12 @@ class Cluster:
             return self.zookeeper
         raise ValueError(f"service must be one of {SERVICES}, got {service!r}")
 
+    def facts(self) -> dict[str, Any]:
+        """What a run records of this cluster in test.json."""
+        return {"node_broker_ids": {node: self.broker_id(node) for node in self.brokers},
+                "bootstrap_servers": self.bootstrap_servers, "cluster_prefix": self.prefix,
+                "nodes": {node: self.remote.address(node) for node in self.nodes}}
+
     def processes(self) -> dict:
         """Nodes with their roles, addresses and live pids, as `kchaos cluster up` prints."""
         nodes = []
@@ -318,49 +295,13 @@ def down(prefix: str | None = None, state_root: Path | None = None,
     """Take down the named run, or every run whose owner is gone or that was detached
     (`kchaos cluster down`), on any backend; returns the prefixes removed. Idempotent."""
     root = state_root or default_state_root()
-    prefixes = [prefix] if prefix else _runs(root)
+    prefixes = [prefix] if prefix else backends.runs(root)
     for each in prefixes:
         workdir = None
         with contextlib.suppress(OSError, ValueError, KeyError):
             workdir = json.loads((root / each / CLUSTER_FILE).read_text())["workdir"]
-        _destroy(each, root, None if keep_data else workdir)
+        backends.destroy(each, root, None if keep_data else workdir)
     return prefixes
-
-
-# -- backends ---------------------------------------------------------------------------------
-
-
-def _provision(spec: ClusterSpec, state_root: Path | None) -> Remote:
-    if spec.backend == "local":
-        return LocalRemote.provision(spec.nodes, state_root)
-    if spec.backend == "docker":
-        from harness.control.docker import DockerRemote
-
-        return DockerRemote.provision(spec.nodes, base_url=spec.options.get("base_url"),
-                                      image=spec.options.get("image"), state_root=state_root)
-    from harness.control.inventory import load_inventory, vagrant_inventory
-    from harness.control.provision import provision_hosts
-    from harness.control.ssh import SSHRemote
-
-    if spec.backend == "ssh":
-        if not spec.options.get("inventory"):
-            raise ProvisionError("the ssh backend needs an inventory file")
-        inventory = load_inventory(spec.options["inventory"])
-    else:
-        if not spec.options.get("vagrant_dir"):
-            raise ProvisionError("the vagrant backend needs the Vagrantfile's directory")
-        inventory = vagrant_inventory(spec.options["vagrant_dir"])
-    brokers, zookeepers = _inventory_roles(spec, inventory)
-    remote = SSHRemote.provision(inventory.select(brokers + zookeepers), state_root,
-                                 bool(spec.options.get("accept_new_host_keys", False)))
-    try:
-        if spec.options.get("install", True):
-            provision_hosts(remote)
-    except BaseException:
-        with contextlib.suppress(RemoteError):
-            remote.destroy()
-        raise
-    return remote
 
 
 def _roles(spec: ClusterSpec, remote: Remote) -> tuple[tuple[str, ...], tuple[str, ...]]:
@@ -379,54 +320,3 @@ def _inventory_roles(spec: ClusterSpec, inventory: Any) -> tuple[tuple[str, ...]
             f"the inventory has {len(brokers)} broker and {len(zookeepers)} ZooKeeper hosts; "
             f"{spec.brokers} and {spec.zookeepers} were asked for (--nodes, --zookeepers)")
     return brokers[: spec.brokers], zookeepers[: spec.zookeepers]
-
-
-def _attach(state_dir: Path) -> Remote:
-    if (state_dir / SSH_STATE).exists():
-        from harness.control.ssh import SSHRemote
-
-        return SSHRemote.attach(state_dir)
-    if (state_dir / DOCKER_STATE).exists():
-        from harness.control.docker import DockerRemote
-
-        return DockerRemote.attach(state_dir)
-    return LocalRemote.attach(state_dir)
-
-
-def _runs(root: Path, include_owned: bool = False) -> list[str]:
-    """Prefixes of every backend's runs under `root` (see `local.run_prefixes`)."""
-    prefixes = run_prefixes(root, include_owned)
-    if any(root.glob(f"*/{SSH_STATE}")):
-        from harness.control.ssh import ssh_runs
-
-        prefixes += ssh_runs(root, include_owned)
-    if any(root.glob(f"*/{DOCKER_STATE}")):
-        from harness.control.docker import run_prefixes as docker_runs
-
-        prefixes += docker_runs(root, include_owned)
-    return sorted(prefixes)
-
-
-def _destroy(prefix: str, root: Path, workdir: str | None, remote: Remote | None = None) -> None:
-    """Remove the run and, unless None, its work directory (`<base_dir>/<prefix>`): on the
-    controlling host for local runs, on each node (its own subdirectory) for ssh runs."""
-    state_dir = root / prefix
-    if (state_dir / SSH_STATE).exists():
-        from harness.control.ssh import SSHRemote
-
-        ssh = remote if isinstance(remote, SSHRemote) else SSHRemote.attach(state_dir)
-        if workdir:
-            for node in ssh.nodes:
-                with contextlib.suppress(RemoteError):
-                    ssh.exec(node, ["rm", "-rf", f"{workdir}/{node}"])
-                    ssh.exec(node, ["rmdir", workdir], check=False)
-        ssh.destroy()
-        return
-    if (state_dir / DOCKER_STATE).exists():
-        from harness.control.docker import destroy_run as destroy_docker_run
-
-        destroy_docker_run(prefix, root)
-        return
-    destroy_run(prefix, root)
-    if workdir:
-        shutil.rmtree(workdir, ignore_errors=True)

@@ -1,0 +1,205 @@
+"""`kchaos cluster up | status | down`: a cluster on namespaces, SSH hosts or Vagrant VMs.
+
+`up` returns once the cluster is healthy and leaves it running (local backend as root;
+without root the cluster lives inside a user namespace only while `up` runs, so `up` then
+waits for Ctrl-C; `--backend ssh --inventory FILE` and `--backend vagrant --vagrant-dir
+DIR` need no root here, and default to every host of the inventory).
+`status` reads the live cluster; `down` removes every cluster that `up` left and every
+leftover of a SIGKILLed harness, and is idempotent.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import signal
+import sys
+import threading
+import time
+
+from harness import exit_codes
+from harness.control import RemoteError
+from harness.control.backends import BackendOptions
+from harness.control.inventory import load_inventory, vagrant_inventory
+from harness.control.userns import ensure_root, in_user_namespace
+from harness.db import Cluster, ClusterSpec, down
+from harness.options import add_arguments, build, declared, parse_pairs, typed
+from nemesis.targets import read_snapshot
+
+__all__ = ["add_backend_arguments", "add_commands", "backend_fields", "status_json"]
+
+
+def add_commands(commands: argparse._SubParsersAction) -> None:
+    cluster = commands.add_parser("cluster", help="bring a cluster up, inspect it, take it down",
+                                    description=__doc__.splitlines()[0])
+    commands = cluster.add_subparsers(dest="cluster_command", required=True,
+                                      parser_class=type(cluster))
+
+    up = commands.add_parser("up", help="start ZooKeeper and brokers; return once healthy")
+    up.add_argument("--nodes", type=int, help="brokers (default 5, or the inventory's)")
+    up.add_argument("--zookeepers", type=int,
+                    help="ZooKeeper ensemble size (default 3, or the inventory's)")
+    add_backend_arguments(up)
+    up.add_argument("--colocate", action="store_true",
+                    help="run ZooKeeper on the first broker nodes instead of dedicated ones")
+    up.add_argument("--broker-config", nargs="+", action="extend", default=[],
+                    metavar="KEY=VALUE", help="server.properties overrides")
+    up.add_argument("--dir", default="/tmp/kchaos",
+                    help="base of the nodes' work directories (default %(default)s)")
+    up.add_argument("--timeout", type=float, default=60.0, help="seconds to become healthy")
+    up.add_argument("--json", action="store_true", help="print JSON")
+    up.set_defaults(handler=_up)
+
+    status = commands.add_parser("status", help="processes, controller, partitions")
+    status.add_argument("--run", metavar="PREFIX", help="which cluster (default: the only one)")
+    status.add_argument("--json", action="store_true", help="print JSON")
+    status.set_defaults(handler=_status)
+
+    take_down = commands.add_parser("down", help="remove clusters and leftovers (idempotent)")
+    take_down.add_argument("--run", metavar="PREFIX", help="only this cluster")
+    take_down.add_argument("--keep-data", action="store_true",
+                           help="keep the nodes' work directories (logs, data)")
+    take_down.set_defaults(handler=_down)
+
+
+def add_backend_arguments(parser: argparse.ArgumentParser) -> None:
+    """The flags `BackendOptions` declares (--backend, --inventory, --vagrant-dir, ...)."""
+    add_arguments(parser, declared(BackendOptions))
+
+
+def backend_fields(args: argparse.Namespace) -> dict:
+    """`backend` and `options` of a ClusterSpec from `add_backend_arguments`' flags;
+    raises ConfigError when a value is wrong or the backend's source of hosts is missing."""
+    values = {option.name: typed(option, getattr(args, option.name), option.flag)
+              for option in declared(BackendOptions) if getattr(args, option.name) is not None}
+    backend = build(BackendOptions, values, "command line")
+    return {"backend": backend.backend, "options": backend.spec_options()}
+
+
+def _counts(args: argparse.Namespace, fields: dict) -> tuple[int, int]:
+    """--nodes and --zookeepers, defaulting to every host of an ssh or vagrant inventory."""
+    given = args.nodes is not None and args.zookeepers is not None
+    if given or fields["backend"] not in ("ssh", "vagrant"):
+        return args.nodes or 5, args.zookeepers or 3
+    options = fields["options"]
+    inventory = (load_inventory(options["inventory"]) if fields["backend"] == "ssh"
+                 else vagrant_inventory(options["vagrant_dir"]))
+    brokers = len(inventory.with_role("broker"))
+    zookeepers = brokers if args.colocate else len(inventory.with_role("zookeeper"))
+    return args.nodes or brokers, args.zookeepers or zookeepers
+
+
+def _up(args: argparse.Namespace) -> int:
+    try:
+        fields = backend_fields(args)
+        if fields["backend"] == "local":
+            ensure_root(sys.argv[1:])
+        brokers, zookeepers = _counts(args, fields)
+        spec = ClusterSpec(brokers=brokers, zookeepers=zookeepers,
+                           colocate=args.colocate,
+                           broker_config=parse_pairs(args.broker_config, "--broker-config"),
+                           base_dir=args.dir, **fields)
+    except (ValueError, RemoteError) as error:
+        print(f"kchaos: {error}", file=sys.stderr)
+        return exit_codes.ERROR
+    signal.signal(signal.SIGTERM, _exit_on_signal)
+    started = time.monotonic()
+    try:
+        cluster = Cluster.up(spec, timeout=args.timeout)
+    except (RemoteError, RuntimeError, TimeoutError) as error:
+        print(f"kchaos: cluster up failed: {error}", file=sys.stderr)
+        return exit_codes.ERROR
+    info = cluster.processes()
+    if args.json:
+        print(json.dumps(info), flush=True)
+    else:
+        print(f"cluster {cluster.prefix} healthy after {time.monotonic() - started:.1f} s")
+        print(f"bootstrap servers: {info['bootstrap_servers']}")
+        print(f"zookeeper connect: {info['zookeeper_connect']}")
+        for node in info["nodes"]:
+            pids = " ".join(f"{service}={pid}" for service, pid in node["pids"].items())
+            print(f"  {node['name']:<4} {node['address']:<15} {node['role']:<16} {pids}")
+        sys.stdout.flush()
+    if in_user_namespace():
+        print("not root: the cluster lives in a user namespace while this command runs; "
+              "Ctrl-C takes it down", file=sys.stderr, flush=True)
+        try:
+            threading.Event().wait()
+        finally:
+            cluster.down()
+    cluster.detach()
+    return 0
+
+
+def _status(args: argparse.Namespace) -> int:
+    try:
+        cluster = Cluster.attach(args.run)
+    except (LookupError, RemoteError) as error:
+        print(f"kchaos: {error}", file=sys.stderr)
+        return exit_codes.ERROR
+    try:
+        status = status_json(cluster)
+    finally:
+        cluster.broker_set.close()
+    if args.json:
+        print(json.dumps(status))
+        return 0
+    controller = status["controller"]
+    print(f"cluster {status['prefix']}  bootstrap servers: {status['bootstrap_servers']}")
+    print("controller: " + (f"broker {controller['broker_id']}, epoch {controller['epoch']}"
+                            if controller else "none"))
+    for zk in status["zookeepers"]:
+        print(f"  {zk['node']:<4} {zk['address']:<15} zookeeper pid {zk['pid']} "
+              f"{'alive' if zk['alive'] else 'DOWN'} {zk['mode'] or '-'}")
+    for broker in status["brokers"]:
+        print(f"  {broker['node']:<4} {broker['address']:<15} broker {broker['id']} pid "
+              f"{broker['pid']} {'alive' if broker['alive'] else 'DOWN'}"
+              f"{'' if broker['registered'] else ' (not registered)'}")
+    for p in status["partitions"]:
+        print(f"  {p['topic']}-{p['partition']}: leader {p['leader']} epoch {p['leader_epoch']} "
+              f"isr {p['isr']}")
+    if status.get("error"):
+        print(f"ZooKeeper: {status['error']}")
+    return 0
+
+
+def status_json(cluster: Cluster) -> dict:
+    """What `kchaos cluster status --json` prints."""
+    try:
+        snapshot = read_snapshot(cluster.zk)
+        error = None
+    except Exception as failure:  # kazoo raises many kinds while the ensemble is out
+        snapshot, error = None, f"{type(failure).__name__}: {failure}"
+    registered = snapshot.brokers if snapshot else frozenset()
+    return {
+        "prefix": cluster.prefix,
+        "bootstrap_servers": cluster.bootstrap_servers,
+        "zookeeper_connect": cluster.zookeeper_connect,
+        "controller": ({"broker_id": snapshot.controller, "epoch": snapshot.controller_epoch}
+                       if snapshot and snapshot.controller is not None else None),
+        "brokers": [{"id": cluster.broker_id(n), "node": n,
+                     "address": cluster.remote.address(n), "alive": cluster.running(n),
+                     "pid": cluster.pid(n), "registered": cluster.broker_id(n) in registered}
+                    for n in cluster.brokers],
+        "zookeepers": [{"node": n, "address": cluster.remote.address(n),
+                        "alive": cluster.running(n, "zookeeper"),
+                        "pid": cluster.pid(n, "zookeeper"), "mode": cluster.zookeeper_mode(n)}
+                       for n in cluster.zookeepers],
+        "partitions": [p.to_json() for p in (snapshot.partitions if snapshot else ())],
+        **({"error": error} if error else {}),
+    }
+
+
+def _down(args: argparse.Namespace) -> int:
+    try:
+        removed = down(args.run, keep_data=args.keep_data)
+    except (RemoteError, ValueError) as error:
+        print(f"kchaos: cluster down failed: {error}", file=sys.stderr)
+        return exit_codes.ERROR
+    print(f"removed {len(removed)} cluster(s)" + (f": {', '.join(removed)}" if removed else ""))
+    return 0
+
+
+def _exit_on_signal(signum: int, frame: object) -> None:
+    raise SystemExit(128 + signum)
+

@@ -1,0 +1,42 @@
+"""`kchaos report STORE_DIR`: report.html, timeline.html and plots of a stored run."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from harness import exit_codes
+from reports.index import write_index
+from reports.layout import RUN_FOLDER, resolve_run
+from reports.report import verdict_label, write_report
+
+__all__ = ["add_commands"]
+
+
+def add_commands(commands: argparse._SubParsersAction) -> None:
+    report = commands.add_parser(
+        "report", help="write report.html, timeline.html and plots of a stored run",
+        description="Render the HTML report of a run folder (store/<test>/<time>/; a store or "
+        "test folder means its `latest` run) and regenerate the store's index.html.")
+    report.add_argument("store_dir", metavar="STORE_DIR", type=Path)
+    report.set_defaults(handler=_report)
+
+
+def _store_of(run: Path) -> Path | None:
+    store = run.parent.parent
+    return store if RUN_FOLDER.match(run.name) and store.is_dir() else None
+
+
+def _report(args: argparse.Namespace) -> int:
+    try:
+        run = resolve_run(args.store_dir)
+        report = write_report(run)
+    except OSError as error:
+        print(f"kchaos: {error}", file=sys.stderr)
+        return exit_codes.ERROR
+    print(f"{verdict_label(report.verdict)}: wrote {report.path} and {len(report.plots)} plots")
+    store = _store_of(run)
+    if store is not None:
+        print(f"index: {write_index(store)}")
+    return 0

@@ -1,0 +1,55 @@
+"""The `kchaos` db: our broker (`broker/`) on the nodes, with a real ZooKeeper ensemble."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from harness.db.cluster import Cluster, ClusterSpec
+from harness.db.part import DBContext, DBKind
+
+__all__ = ["KIND", "SAFE_BROKER_CONFIG", "KchaosDB", "KchaosOptions"]
+
+SAFE_BROKER_CONFIG = {"min.insync.replicas": "2", "unclean.leader.election.enable": "false"}
+
+
+@dataclass(frozen=True, kw_only=True)
+class KchaosOptions:
+    """Options of the kchaos db (see `harness.options`)."""
+
+    zookeepers: int = field(default=3, metadata={"help": "ZooKeeper nodes"})
+    colocate: bool = field(default=False, metadata={
+        "help": "run ZooKeeper on the first broker nodes"})
+    broker_config: Mapping[str, str] = field(
+        default_factory=lambda: dict(SAFE_BROKER_CONFIG),
+        metadata={"help": "a broker property (server.properties); merged over the defaults"})
+
+    def __post_init__(self) -> None:
+        if not 1 <= self.zookeepers <= 99:
+            raise ValueError("zookeepers must be 1 to 99")
+
+
+@dataclass(frozen=True)
+class KchaosDB:
+    """Brokers and ZooKeeper as `ClusterSpec` describes them."""
+
+    spec: ClusterSpec
+    name: str = "kchaos"
+
+    def start(self, timeout: float = 60.0) -> Cluster:
+        return Cluster.up(self.spec, timeout=timeout)
+
+    def describe(self) -> dict[str, Any]:
+        return {"db": self.name, "broker_config": dict(self.spec.broker_config)}
+
+
+def build(options: KchaosOptions, context: DBContext) -> KchaosDB:
+    """ValueError when the nodes cannot hold the ensemble (e.g. co-located, too few)."""
+    return KchaosDB(ClusterSpec(
+        brokers=context.nodes, zookeepers=options.zookeepers, colocate=options.colocate,
+        broker_config=dict(options.broker_config), backend=context.backend.backend,
+        options=context.backend.spec_options()))
+
+
+KIND = DBKind(KchaosOptions, build)

@@ -1,0 +1,60 @@
+"""The `db` part of a test: what the runner and the nemeses need of a system under test.
+
+A registered db (`harness.db.registry.DBS`) is a `DBKind`: its options dataclass (see
+`harness.options`) and `build(options, context) -> DB`. `DB.start()` brings the system up
+on the test's nodes and returns a `RunningDB`, a context manager whose exit takes it down.
+Extra powers (kill, pause, stop, start a service on a node; find the controller or a
+leader through ZooKeeper) are the methods `nemesis.targets.ClusterControl` names.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol
+
+from harness.control.backends import BackendOptions
+
+__all__ = ["DB", "DBContext", "DBKind", "RunningDB"]
+
+
+class RunningDB(Protocol):
+    """A system under test that is up."""
+
+    @property
+    def prefix(self) -> str: ...
+    @property
+    def bootstrap_servers(self) -> str: ...
+    @property
+    def brokers(self) -> tuple[str, ...]: ...
+    def facts(self) -> dict[str, Any]: ...
+    def processes(self) -> dict[str, Any]: ...
+    def collect_logs(self, dest: Path) -> list[Path]: ...
+    def __enter__(self) -> RunningDB: ...
+    def __exit__(self, *exc: object) -> None: ...
+
+
+class DB(Protocol):
+    """A system under test, not yet started."""
+
+    name: str
+
+    def start(self, timeout: float = 60.0) -> RunningDB: ...
+    def describe(self) -> dict[str, Any]: ...
+
+
+@dataclass(frozen=True)
+class DBContext:
+    """What a db is built for: the number of broker nodes and where nodes run."""
+
+    nodes: int
+    backend: BackendOptions
+
+
+@dataclass(frozen=True)
+class DBKind:
+    """A registered db: its options dataclass and how to build it."""
+
+    options: type
+    build: Callable[[Any, DBContext], DB]

@@ -1,0 +1,177 @@
+"""Options declared by the parts themselves: the fields of a frozen dataclass.
+
+A part (a db, a workload, a nemesis package, a backend) declares its options as a
+dataclass whose fields carry `metadata={"help": ...}` (and optionally `"choices"`,
+`"metavar"`); validation lives in the dataclass's `__post_init__` (ValueError). From
+those declarations come the command-line flags (`--time-limit` for `time_limit`) and
+the TOML keys (`time_limit` or `time-limit`), so no list of option names is kept by hand.
+
+Supported field types: str, int, float, bool, `X | None` of those, and
+`Mapping[str, str]` (a TOML table, or repeatable `--flag KEY=VALUE` on the command line).
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import types
+import typing
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+__all__ = ["ConfigError", "Declared", "add_arguments", "build", "declared", "parse_pairs", "typed"]
+
+
+class ConfigError(ValueError):
+    """A configuration value that cannot be used; the message says where and what to do."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Declared:
+    """One declared option: its name, type (`str`, `int`, `float`, `bool`, `mapping`),
+    whether None is allowed, default, help, choices, metavar, and the value a flag given
+    without one means (`const`, metadata "const")."""
+
+    name: str
+    kind: str
+    optional: bool
+    default: Any
+    help: str
+    choices: tuple[str, ...] | None
+    metavar: str | None
+    const: Any = None
+
+    @property
+    def flag(self) -> str:
+        return "--" + self.name.replace("_", "-")
+
+
+def declared(options: type) -> tuple[Declared, ...]:
+    """The options a part's dataclass declares (fields without `help` are internal)."""
+    hints = typing.get_type_hints(options)
+    found = []
+    for field in dataclasses.fields(options):
+        if "help" not in field.metadata:
+            continue
+        kind, optional = _kind(hints[field.name], f"{options.__name__}.{field.name}")
+        if field.default is not dataclasses.MISSING:
+            default = field.default
+        elif field.default_factory is not dataclasses.MISSING:
+            default = field.default_factory()
+        else:
+            default = None
+        choices = field.metadata.get("choices")
+        found.append(Declared(field.name, kind, optional, default, field.metadata["help"],
+                              tuple(choices) if choices else None, field.metadata.get("metavar"),
+                              field.metadata.get("const")))
+    return tuple(found)
+
+
+def _kind(hint: Any, where: str) -> tuple[str, bool]:
+    args = typing.get_args(hint)
+    if isinstance(hint, types.UnionType) or typing.get_origin(hint) is typing.Union:
+        rest = [a for a in args if a is not type(None)]
+        if len(rest) == 1:
+            return _kind(rest[0], where)[0], True
+    if typing.get_origin(hint) in (Mapping, dict, typing.Mapping):
+        return "mapping", False
+    for kind in (bool, int, float, str):
+        if hint is kind:
+            return kind.__name__, False
+    raise TypeError(f"{where}: option type {hint!r} is not supported")
+
+
+def add_arguments(parser: argparse.ArgumentParser | Any, options: Iterable[Declared],
+                  seen: set[str] | None = None) -> None:
+    """One flag per option (defaults stay None, so only given flags override); an option
+    already in `seen` (declared by another part too) is skipped."""
+    seen = seen if seen is not None else set()
+    for option in options:
+        if option.name in seen:
+            continue
+        seen.add(option.name)
+        shown = option.default not in (None, {}, "", False)
+        default = f" (default {_show(option.default)})" if shown else ""
+        if option.kind == "bool":
+            parser.add_argument(option.flag, action="store_true", default=None,
+                                help=option.help + default)
+        elif option.kind == "mapping":
+            parser.add_argument(option.flag, action="append", default=None,
+                                metavar=option.metavar or "KEY=VALUE",
+                                help=option.help + ", repeatable" + default)
+        else:
+            extra = {"nargs": "?", "const": option.const} if option.const is not None else {}
+            parser.add_argument(option.flag, metavar=option.metavar or _metavar(option),
+                                help=option.help + default, **extra)
+
+
+def _metavar(option: Declared) -> str | None:
+    if option.choices:
+        return "{" + ",".join(option.choices) + "}"
+    return {"int": "N", "float": "X"}.get(option.kind)
+
+
+def _show(value: Any) -> str:
+    if isinstance(value, float):
+        return f"{value:g}"
+    if isinstance(value, Mapping):
+        return ", ".join(f"{k}={v}" for k, v in value.items())
+    return str(value)
+
+
+def parse_pairs(items: Iterable[str], source: str) -> dict[str, str]:
+    """`["key=value", ...]` from the command line; ConfigError on a malformed item."""
+    pairs = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise ConfigError(f"{source}: expected KEY=VALUE, got {item!r}")
+        pairs[key.strip()] = value.strip()
+    return pairs
+
+
+def typed(option: Declared, value: Any, source: str) -> Any:
+    """`value` (from TOML or the command line) as the option's type; ConfigError if not."""
+    if value is None and option.optional:
+        return None
+    try:
+        if option.kind == "mapping":
+            if isinstance(value, Mapping):
+                return {str(k): _property(v) for k, v in value.items()}
+            if isinstance(value, list | tuple):
+                return parse_pairs(value, source)
+        elif option.kind == "bool":
+            if isinstance(value, bool):
+                return value
+        elif option.kind == "int":
+            if not isinstance(value, bool | float):
+                return int(value)
+        elif option.kind == "float":
+            if not isinstance(value, bool):
+                return float(value)
+        elif not isinstance(value, Mapping | list | bool):
+            text = str(value)
+            if option.choices and text not in option.choices:
+                raise ConfigError(f"{source}: {option.name} must be one of "
+                                  f"{', '.join(option.choices)}, got {text!r}")
+            return text
+    except (TypeError, ValueError) as error:
+        if isinstance(error, ConfigError):
+            raise
+    expected = "a table of KEY = VALUE" if option.kind == "mapping" else option.kind
+    raise ConfigError(f"{source}: {option.name} must be {expected}, got {value!r}")
+
+
+def _property(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
+
+
+def build(options: type, values: Mapping[str, Any], source: str) -> Any:
+    """The part's options dataclass from already typed values; its own validation errors
+    (ValueError from `__post_init__`) become ConfigError naming `source`."""
+    try:
+        return options(**values)
+    except ValueError as error:
+        raise ConfigError(f"{source}: {error}") from error

@@ -1,0 +1,125 @@
+"""A test is a value made of small parts (DESIGN.md, "A test is a set of parts").
+
+    Test(name, seed, time_limit, store, nodes,
+         db,        # the system under test: start() -> a running db (harness.db.part)
+         workload,  # client factory + generators + final reads, built once the db is up
+         nemesis,   # the fault package: nemesis, schedule, final heal, perf bands
+         checker)   # one composed checker
+
+`build_test(config)` is the only place where options become parts: each part comes from
+its registry (`harness.db.registry.DBS`, `workloads.registry.WORKLOADS`, the faults of
+`nemesis.package`, `checker.registry.CHECKERS`) and its own declared options.
+`harness.runner.run_test(test)` uses only the parts.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import platform
+import random
+from dataclasses import dataclass, field, replace
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+from checker.checkers import Composed
+from checker.registry import checker_names, composed
+from harness.config import ConfigError, TestConfig
+from harness.db.part import DB, DBContext
+from harness.db.registry import DBS
+from harness.scenarios import SCENARIOS
+from nemesis.package import Package, Schedule, package
+from workloads.part import Workload, WorkloadContext, WorkloadKind
+from workloads.registry import WORKLOADS
+
+__all__ = ["Test", "WorkloadPart", "build_test", "versions"]
+
+
+@dataclass(frozen=True)
+class WorkloadPart:
+    """A registered workload with its options; `build` makes it for a running db."""
+
+    name: str
+    kind: WorkloadKind
+    options: Any
+
+    def build(self, context: WorkloadContext) -> Workload:
+        return self.kind.build(self.options, context)
+
+
+@dataclass(frozen=True)
+class Test:
+    """One chaos test: its parts, and what the runner needs to drive them."""
+
+    __test__ = False  # not a pytest test class, despite its name
+
+    name: str
+    seed: int
+    time_limit: float
+    store: Path
+    nodes: int
+    db: DB
+    workload: WorkloadPart
+    nemesis: Package
+    checker: Composed
+    recovery_seconds: float = 10.0
+    final_read_seconds: float = 60.0
+    spark_master: str = "local[*]"
+    scenario: str | None = None
+    config: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def checkers(self) -> tuple[str, ...]:
+        return tuple(self.checker.checkers)
+
+    def record(self) -> dict[str, Any]:
+        """test.json before the run: configuration, parts, seed and versions (the runner adds
+        the running db's facts, the workload's fields and the start time)."""
+        return {"name": self.name, "seed": self.seed, "scenario": self.scenario,
+                "db": self.db.name, "workload": self.workload.name,
+                "checkers": list(self.checkers), "config": self.config,
+                **self.db.describe(), "time_limit": self.time_limit,
+                "nemesis": ",".join(self.nemesis.faults) or "none",
+                "final_reads": True, "versions": versions()}
+
+
+def build_test(config: TestConfig) -> Test:
+    """The test `config` describes; ConfigError when its parts cannot be built."""
+    run = config.run
+    seed = run.seed if run.seed is not None else random.SystemRandom().randrange(1 << 31)
+    kind = WORKLOADS[run.workload]
+    try:
+        db = DBS[run.db].build(config.db, DBContext(run.nodes, config.backend))
+        checker = composed(checker_names(run.checker) if run.checker else kind.checkers)
+    except ValueError as error:
+        raise ConfigError(str(error)) from error
+    return Test(
+        name=run.name, seed=seed, time_limit=run.time_limit, store=Path(run.store),
+        nodes=run.nodes, db=db, workload=WorkloadPart(run.workload, kind, config.workload),
+        nemesis=_nemesis(config, seed), checker=checker,
+        recovery_seconds=run.recovery_seconds, final_read_seconds=run.final_read_seconds,
+        spark_master=run.spark_master, scenario=run.scenario,
+        config=_with_seed(config.to_json(), seed))
+
+
+def _with_seed(sections: dict[str, Any], seed: int) -> dict[str, Any]:
+    """The configuration as recorded: the seed chosen, so the run can be repeated."""
+    return {**sections, "run": {**sections["run"], "seed": seed}}
+
+
+def _nemesis(config: TestConfig, seed: int) -> Package:
+    scenario = SCENARIOS.get(config.run.scenario or "")
+    if scenario is None:
+        return package(config.nemesis.nemesis, seed, config.run.time_limit,
+                       config.nemesis.nemesis_interval)
+    staged = package(scenario.faults, seed, config.run.time_limit)
+    return replace(staged, generator=Schedule(scenario.schedule(config)))
+
+
+def versions() -> dict[str, str]:
+    """Python's and the main libraries' versions, for test.json."""
+    found = {"python": platform.python_version()}
+    for name in ("kchaos", "confluent-kafka", "kafka-python", "kazoo", "pyspark"):
+        with contextlib.suppress(metadata.PackageNotFoundError):
+            found[name] = metadata.version(name)
+    return found

@@ -1,0 +1,103 @@
+"""Every partition shape applied to real namespaces and checked by TCP reachability between
+them, then healed. Nodes run plain TCP listeners; the controller and partition leader are
+read from a fake ZooKeeper (the real one is exercised in test_cluster_*). Needs root."""
+
+from __future__ import annotations
+
+import os
+import random
+
+import pytest
+
+from harness.control.local import LocalRemote
+from nemesis import grudge as g
+from nemesis.package import package
+from nemesis.partition import Firewall, PacketLossNemesis, PartitionNemesis
+from tests.support.cleanup import assert_nothing_left, listen_everywhere, reachability
+from tests.support.fake_cluster import FakeZk
+
+pytestmark = [
+    pytest.mark.cluster,
+    pytest.mark.skipif(os.geteuid() != 0, reason="needs root for network namespaces"),
+]
+
+BROKERS = ("n1", "n2", "n3", "n4", "n5")
+
+
+class ListenerCluster:
+    """ClusterControl enough for partitions: five "brokers" and one "ZooKeeper" node."""
+
+    def __init__(self, remote: LocalRemote) -> None:
+        self.remote = remote
+        self.nodes = remote.nodes
+        self.brokers = BROKERS
+        self.zookeepers = ("z1",)
+        self.zk = FakeZk()
+
+    def broker_node(self, broker_id: int) -> str:
+        return BROKERS[broker_id - 1]
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory):
+    remote = LocalRemote.provision([*BROKERS, "z1"], tmp_path_factory.mktemp("state"))
+    try:
+        listen_everywhere(remote, tmp_path_factory.mktemp("logs"))
+        yield ListenerCluster(remote)
+    finally:
+        remote.destroy()
+        assert_nothing_left(remote.network.prefix)
+
+
+def expected(cluster, grudge):
+    return {(a, b): g.reachable(grudge, a, b) for a in cluster.nodes for b in cluster.nodes
+            if a != b}
+
+
+@pytest.mark.parametrize("shape", ["one", "halves", "ring", "bridge", "controller",
+                                   "zookeeper", "leader-from-followers"])
+def test_partition_shape_matches_tcp_reachability_and_heals(cluster, shape):
+    partitioner = PartitionNemesis(Firewall(), random.Random(shape))
+    done = partitioner.invoke(cluster, {"type": "info", "process": "nemesis",
+                                        "f": "start-partition", "value": shape})
+    grudge = {node: frozenset(dropped) for node, dropped in done["value"].items()}
+    assert grudge, done
+    seen = reachability(cluster.remote)
+    assert seen == expected(cluster, grudge)
+    assert not all(seen.values())
+    if shape == "controller":
+        assert set(grudge["n2"]) == set(cluster.nodes) - {"n2"}
+    if shape == "zookeeper":
+        assert set(grudge["z1"]) == set(BROKERS)
+    if shape == "leader-from-followers":
+        assert done["value"] == {"n1": ["n4"], "n4": ["n1", "n5"], "n5": ["n4"]}
+    healed = partitioner.invoke(cluster, {"f": "stop-partition"})
+    assert healed["value"] == "network-healed"
+    assert all(reachability(cluster.remote).values())
+
+
+def test_total_packet_loss_and_heal(cluster):
+    loss = PacketLossNemesis(Firewall())
+    done = loss.invoke(cluster, {"f": "start-packet-loss", "value": {"probability": 1.0}})
+    assert done["value"]["probability"] == 1.0
+    assert not any(reachability(cluster.remote).values())
+    loss.invoke(cluster, {"f": "stop-packet-loss"})
+    assert all(reachability(cluster.remote).values())
+
+
+def test_partial_packet_loss_drops_some_connections(cluster):
+    loss = PacketLossNemesis(Firewall())
+    loss.invoke(cluster, {"f": "start-packet-loss", "value": {"probability": 0.5}})
+    rules = cluster.remote.exec("n1", ["nft", "list", "table", "inet",
+                                       cluster.remote.network.table]).out
+    assert "numgen random mod 10000 < 5000 drop" in rules
+    loss.invoke(cluster, {"f": "stop-packet-loss"})
+    assert all(reachability(cluster.remote).values())
+
+
+def test_package_heal_opens_every_link(cluster):
+    pack = package("partition-halves", seed=2)
+    pack.nemesis.invoke(cluster, {"f": "start-partition", "value": "halves"})
+    assert not all(reachability(cluster.remote).values())
+    pack.nemesis.routes["heal"].firewall.heal(cluster)
+    assert all(reachability(cluster.remote).values())

@@ -1,0 +1,210 @@
+"""Pure nemesis logic: grudges, names, composition, schedules, and nemeses on a FakeRemote."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import random
+
+import pytest
+
+import nemesis
+from nemesis import grudge as g
+from nemesis.package import FAULTS, GROUPS, Schedule, compose, expand, package, schedule_ops
+from nemesis.partition import Firewall, PacketLossNemesis, PartitionNemesis
+from nemesis.process import KillNemesis, PauseNemesis, PauseZooKeeperNemesis
+from nemesis.targets import parse_assignment, parse_partition_state
+from tests.support.fake_cluster import NODES, FakeCluster
+
+
+def sees(grudge, node):
+    return {other for other in NODES if g.reachable(grudge, node, other)}
+
+
+def test_halves_cut_everything_across_and_nothing_within():
+    grudge = g.halves(NODES)
+    assert g.describe(grudge) == {"n1": ["n3", "n4", "n5"], "n2": ["n3", "n4", "n5"],
+                                  "n3": ["n1", "n2"], "n4": ["n1", "n2"], "n5": ["n1", "n2"]}
+
+
+def test_isolate_and_between():
+    assert g.describe(g.isolate("n3", NODES))["n3"] == ["n1", "n2", "n4", "n5"]
+    cut = g.between(["n1"], ["n2", "n3"])
+    assert g.describe(cut) == {"n1": ["n2", "n3"], "n2": ["n1"], "n3": ["n1"]}
+    assert g.reachable(cut, "n2", "n3") and g.reachable(cut, "n1", "n4")
+    with pytest.raises(ValueError):
+        g.between(["n1"], ["n1", "n2"])
+
+
+@pytest.mark.parametrize("n", [4, 5, 6, 7, 8, 9])
+def test_majorities_ring_every_node_sees_a_distinct_majority(n):
+    nodes = [f"n{i}" for i in range(1, n + 1)]
+    grudge = g.majorities_ring(nodes)
+    views = [frozenset(o for o in nodes if g.reachable(grudge, node, o)) for node in nodes]
+    assert all(len(view) > n // 2 for view in views)
+    assert len(set(views)) == n
+    assert all(grudge[a].__contains__(b) == grudge[b].__contains__(a)
+               for a, b in itertools.combinations(nodes, 2))
+
+
+def test_bridge_node_sees_both_halves_which_do_not_see_each_other():
+    grudge = g.bridge(NODES)
+    assert sees(grudge, "n3") == set(NODES)
+    assert sees(grudge, "n1") == {"n1", "n2", "n3"}
+    assert sees(grudge, "n5") == {"n3", "n4", "n5"}
+
+
+def test_merge_is_a_union():
+    merged = g.merge(g.between(["n1"], ["n2"]), g.between(["n1"], ["n3"]))
+    assert merged["n1"] == {"n2", "n3"} and merged["n2"] == {"n1"}
+
+
+def test_expand_names_and_groups():
+    assert expand("partition-one,kill") == ["partition-one", "kill"]
+    assert expand("partition") == list(GROUPS["partition"])
+    assert set(expand("all")) == set(FAULTS)
+    assert expand("none") == []
+    with pytest.raises(ValueError, match="unknown nemesis 'nope'"):
+        expand("kill,nope")
+    issue_names = {"partition-one", "partition-halves", "partition-ring", "partition-bridge",
+                   "isolate-controller", "isolate-zookeeper", "leader-from-followers",
+                   "packet-loss", "kill", "kill-controller", "kill-leader", "kill-all",
+                   "restart", "pause", "pause-zookeeper", "expire-session"}
+    assert set(FAULTS) == issue_names
+
+
+def test_compose_rejects_two_nemeses_claiming_one_f():
+    firewall = Firewall()
+    with pytest.raises(ValueError, match="two nemeses claim"):
+        compose([PartitionNemesis(firewall, random.Random()),
+                 PartitionNemesis(firewall, random.Random())])
+
+
+def test_schedule_is_seeded_and_pure():
+    first = schedule_ops(expand("all"), seed=11, time_limit=300, interval=5)
+    assert first == schedule_ops(expand("all"), seed=11, time_limit=300, interval=5)
+    assert first != schedule_ops(expand("all"), seed=12, time_limit=300, interval=5)
+    times = [op["time"] for op in first]
+    assert times == sorted(times) and times[-1] <= 300e9
+    assert all(op["type"] == "info" and op["process"] == "nemesis" for op in first)
+    starts = {FAULTS[name].start for name in FAULTS}
+    stops = {FAULTS[name].stop for name in FAULTS}
+    for op, following in itertools.pairwise(first):
+        if op["f"] in stops:
+            assert following["f"] in starts
+
+
+def test_schedule_generator_walks_its_ops_and_never_goes_back_in_time():
+    schedule = Schedule(({"f": "kill", "time": 5}, {"f": "start", "time": 10}))
+    op, schedule = schedule.op(None, {"time": 7})
+    assert op == {"f": "kill", "time": 7}
+    op, schedule = schedule.op(None, {"time": 8})
+    assert op == {"f": "start", "time": 10}
+    assert schedule.op(None, {"time": 9}) is None
+
+
+def test_package_final_generator_stops_every_fault_then_heals():
+    pack = package("partition-one,kill-leader,pause-zookeeper", seed=1)
+    assert [op["f"] for op in pack.final_generator] == [
+        "stop-partition", "start", "resume-zookeeper", "heal"]
+    assert {"heal", "start-partition", "kill", "pause-zookeeper"} <= pack.nemesis.fs
+    assert [p["name"] for p in pack.perf] == list(pack.faults)
+    assert json.dumps(list(pack.generator))
+    assert nemesis.noop().nemesis.fs == {"heal"}
+
+
+
+
+
+
+
+
+def test_partition_nemesis_resolves_controller_and_leader_and_firewalls_both_sides():
+    cluster = FakeCluster()
+    partitioner = PartitionNemesis(Firewall(), random.Random(3))
+    done = partitioner.invoke(cluster, {"type": "info", "f": "start-partition",
+                                        "value": "controller"})
+    assert done["type"] == "info"
+    assert done["value"]["n2"] == ["n1", "n3", "n4", "n5", "z1"]
+    assert cluster.remote.drops["n1"] == {"n2"}
+    done = partitioner.invoke(cluster, {"f": "start-partition",
+                                        "value": "leader-from-followers"})
+    assert done["value"] == {"n1": ["n4"], "n4": ["n1", "n5"], "n5": ["n4"]}
+    assert cluster.remote.drops["n2"] == frozenset()
+    healed = partitioner.invoke(cluster, {"f": "stop-partition"})
+    assert healed["value"] == "network-healed"
+    assert not any(cluster.remote.drops.values())
+
+
+def test_partition_zookeeper_shape_and_no_target():
+    cluster = FakeCluster()
+    partitioner = PartitionNemesis(Firewall(), random.Random(3))
+    done = partitioner.invoke(cluster, {"f": "start-partition", "value": "zookeeper"})
+    assert done["value"]["z1"] == NODES
+    cluster.zookeepers = ("n1",)
+    cluster.brokers = ("n1",)
+    assert partitioner.invoke(cluster, {"f": "start-partition", "value": "zookeeper"}
+                              )["value"] == "no-target"
+
+
+def test_firewall_layers_survive_each_others_heal():
+    cluster = FakeCluster()
+    firewall = Firewall()
+    partitioner = PartitionNemesis(firewall, random.Random(1))
+    loss = PacketLossNemesis(firewall)
+    partitioner.invoke(cluster, {"f": "start-partition", "value": "controller"})
+    loss.invoke(cluster, {"f": "start-packet-loss", "value": {"probability": 0.5}})
+    assert cluster.remote.losses["n1"]["n3"] == 0.5
+    loss.invoke(cluster, {"f": "stop-packet-loss"})
+    assert cluster.remote.drops["n1"] == {"n2"} and cluster.remote.losses["n1"] == {}
+    firewall.heal(cluster)
+    assert not any(cluster.remote.drops.values())
+
+
+def test_kill_controller_then_start_everything():
+    cluster = FakeCluster()
+    killer = KillNemesis(random.Random(0))
+    assert killer.invoke(cluster, {"f": "kill", "value": "controller"})["value"] == {
+        "n2": "killed"}
+    assert not cluster.running("n2")
+    assert killer.invoke(cluster, {"f": "kill", "value": "leader"})["value"] == {
+        "n4": "killed"}
+    assert killer.invoke(cluster, {"f": "start"})["value"] == {"n2": "started",
+                                                             "n4": "started"}
+    assert killer.invoke(cluster, {"f": "start"})["value"] == "not-started"
+    assert killer.invoke(cluster, {"f": "kill", "value": "all"})["value"] == {
+        n: "killed" for n in NODES}
+    assert killer.invoke(cluster, {"f": "kill", "value": "one"})["value"] == "no-target"
+
+
+def test_pause_and_resume_brokers_and_zookeeper():
+    cluster = FakeCluster()
+    pauser = PauseNemesis(random.Random(0))
+    paused = pauser.invoke(cluster, {"f": "pause", "value": ["n1", "n3"]})["value"]
+    assert paused == {"n1": "paused", "n3": "paused"}
+    assert cluster.remote.paused == {cluster.pids["n1"], cluster.pids["n3"]}
+    assert pauser.invoke(cluster, {"f": "resume"})["value"] == {"n1": "resumed",
+                                                              "n3": "resumed"}
+    assert not cluster.remote.paused
+    zk = PauseZooKeeperNemesis(random.Random(0))
+    assert zk.invoke(cluster, {"f": "pause-zookeeper", "value": "leader"})["value"] == {
+        "z1": "paused"}
+    assert zk.invoke(cluster, {"f": "resume-zookeeper"})["value"] == {"z1": "resumed"}
+
+
+def test_parse_kafka_znodes():
+    assert parse_assignment(b'{"version":2,"partitions":{"1":[3,1],"0":[1,2]}}') == {
+        0: (1, 2), 1: (3, 1)}
+    state = parse_partition_state("t", 0, b'{"leader":2,"leader_epoch":5,"isr":[2,1],'
+                                          b'"controller_epoch":1,"version":1}', (1, 2))
+    assert (state.leader, state.leader_epoch, state.isr, state.replicas) == (2, 5, (2, 1), (1, 2))
+
+
+def test_exported_members():
+    import harness.control
+    import harness.db
+
+    assert set(nemesis.__all__) == {"FAULTS", "GROUPS", "Package", "compose", "expand", "noop",
+                                    "package"}
+    assert "Remote" in harness.control.__all__ and "RemoteError" in harness.control.__all__
+    assert set(harness.db.__all__) >= {"Cluster", "ClusterSpec", "down"}

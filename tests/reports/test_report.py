@@ -1,0 +1,213 @@
+"""Reports rendered from the stored fixture runs (tests/data/store, see make.py there)."""
+
+from __future__ import annotations
+
+import html
+import json
+import re
+import shutil
+from pathlib import Path
+
+import pytest
+
+from harness.cli import main
+from reports import write_index, write_report
+from reports.html import element, escape, render
+from reports.run import load_run, nemesis_periods
+from reports.timeline import MAX_OPS, write_timeline
+
+FIXTURES = Path(__file__).parent.parent / "data" / "store"
+PLOTS = {"latency-raw.png", "latency-quantiles.png", "rate.png", "offsets.png", "leaders.png",
+         "unseen.png"}
+QUEUE_ANOMALIES = ("lost-write", "unseen", "duplicate", "inconsistent-offsets", "G1a",
+                   "poll-skip", "nonmonotonic-poll", "int-poll-skip", "int-nonmonotonic-poll",
+                   "nonmonotonic-send")
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> Path:
+    copy = tmp_path / "store"
+    shutil.copytree(FIXTURES, copy, symlinks=True)
+    return copy
+
+
+def text_of(page: str) -> str:
+    """The visible text of a page, tags dropped and entities decoded."""
+    body = re.sub(r"<(script|style)>.*?</\1>", "", page, flags=re.S)
+    return html.unescape(re.sub(r"<[^>]+>", " ", body))
+
+
+def test_valid_run(store: Path) -> None:
+    report = write_report(store / "queue-valid" / "latest")
+    page = report.path.read_text()
+    assert report.verdict is True
+    assert 'class="banner valid"' in page and "VALID" in page and "no anomalies found" in page
+    assert "seed 1" in text_of(page)
+    assert {p.file for p in report.plots} == PLOTS
+    for plot in PLOTS:
+        data = (report.path.parent / plot).read_bytes()
+        assert data.startswith(b"\x89PNG") and len(data) > 10_000
+        assert f'src="{plot}"' in page
+    assert "No write was lost." in page
+    assert "start-partition" in text_of(page) and "expire-session" in text_of(page)
+
+
+def test_invalid_run_shows_every_queue_anomaly_with_witnesses(store: Path) -> None:
+    report = write_report(store / "queue-anomalies" / "latest")
+    page = report.path.read_text()
+    text = text_of(page)
+    assert report.verdict is False and 'class="banner invalid"' in page
+    for kind in QUEUE_ANOMALIES:
+        assert re.search(rf"\b{re.escape(kind)} *: \d+ found", text), kind
+    assert "lost-acknowledged" in text
+    assert "unclean-election-loss" in text and "unexplained-loss" in text
+    # The witness of the injected G1a: a failed send read by a poll, with its ops by index.
+    g1a = text[text.index("G1a : 1 found"):]
+    assert "p-G1a" in g1a and "send #" in g1a and "(fail)" in g1a and "G1a-x" in g1a
+
+
+def test_lost_writes_are_attributed_to_the_unclean_election(store: Path) -> None:
+    page = write_report(store / "queue-anomalies" / "latest").path.read_text()
+    section = text_of(page[page.index('id="losses"'):page.index('id="anomalies"')])
+    assert section.count("unclean election") == 3
+    assert "kchaos-1 leader 2 → 3" in section
+    assert section.count("unexplained: no election after the ack") == 3
+
+
+def test_anomaly_links_point_into_node_logs_at_the_time(store: Path) -> None:
+    run = store / "queue-anomalies" / "latest"
+    page = write_report(run).path.read_text()
+    # Lost at ~11.4 s after the start: the server.log line stamped +12 s (line 13).
+    anchors = re.findall(r'href="(nodes/n1/server\.log\.html#L\d+)"', page)
+    assert "nodes/n1/server.log.html#L13" in anchors
+    view = (run / "nodes" / "n1" / "server.log.html").read_text()
+    assert 'id="L13"' in view and "n1 alive at +12 s" in view
+    assert (run / "nodes" / "n2" / "data" / "controller-events.jsonl.html").is_file()
+
+
+def test_unknown_run(store: Path) -> None:
+    report = write_report(store / "queue-unknown" / "latest")
+    page = report.path.read_text()
+    assert report.verdict == "unknown" and 'class="banner unknown"' in page
+    assert "linearizability could not decide" in text_of(page)
+    assert "budget spent: 60.0 s" in text_of(page)
+
+
+def test_linearizability_counterexample(store: Path) -> None:
+    page = write_report(store / "register-lin" / "latest").path.read_text()
+    section = page[page.index('id="linearizability"'):page.index('id="nemesis"')]
+    text = text_of(section)
+    assert "not linearizable" in text
+    assert "longest linearizable prefix" in text
+    assert "cannot linearize" in text and "read(None) -> 1" in text
+    assert "<svg" in section and section.count("<rect") >= 3
+    for role in ("linearized", "stuck"):
+        assert role in text
+
+
+def test_harness_error_run_still_gets_a_report(store: Path) -> None:
+    report = write_report(store / "harness-error" / "latest")
+    page = report.path.read_text()
+    assert report.verdict is None and "NO RESULTS" in page
+    assert "results.json is missing" in text_of(page)
+
+
+def test_timeline(store: Path) -> None:
+    run = store / "queue-valid" / "latest"
+    write_report(run)
+    page = (run / "timeline.html").read_text()
+    assert page.count('class="op ok"') > 1000
+    assert 'class="op nemesis"' in page
+    assert 'title="process 0, send, ok' in page
+
+
+def test_timeline_is_capped_with_a_notice(tmp_path: Path) -> None:
+    from checker.history import Op
+    from reports.plots import client_spans
+
+    ops = []
+    for i in range(MAX_OPS + 10):
+        ops.append(Op(2 * i, 10 * i, "invoke", 0, "send", [["send", 0, i]]))
+        ops.append(Op(2 * i + 1, 10 * i + 5, "ok", 0, "send", [["send", 0, [i, i]]]))
+    page = write_timeline(ops, client_spans(ops), tmp_path).read_text()
+    assert f"the first {MAX_OPS}" in page
+    assert page.count('>send</div>') == MAX_OPS
+
+
+def test_nemesis_periods_pair_starts_with_stops_and_heal(store: Path) -> None:
+    run = load_run(store / "queue-valid" / "latest")
+    periods = {p.f: p for p in nemesis_periods(run.ops)}
+    assert periods["start-partition"].start == 10 * 10**9
+    assert periods["start-partition"].end == 16 * 10**9
+    assert periods["kill"].end == 23 * 10**9
+    assert periods["expire-session"].start == periods["expire-session"].end
+
+
+def test_script_payloads_render_as_text(store: Path) -> None:
+    run = store / "queue-valid" / "latest"
+    payload = '<script>alert("pwned")</script><img src=x onerror=alert(1)>'
+    test = json.loads((run / "test.json").read_text())
+    test["name"] = payload
+    test["note"] = payload
+    (run / "test.json").write_text(json.dumps(test))
+    with open(run / "history.jsonl", "a") as history:
+        index = sum(1 for _ in open(run / "history.jsonl"))
+        history.write(json.dumps({"index": index, "time": 31 * 10**9, "type": "info",
+                                  "process": "nemesis", "f": payload, "value": payload}) + "\n")
+    results = json.loads((run / "results.json").read_text())
+    results["checkers"]["queue"]["anomalies"] = {payload: {"count": 1, "examples": [
+        {"key": payload, "value": payload, "ops": [0], payload: payload}]}}
+    results["checkers"]["queue"]["error"] = payload
+    (run / "results.json").write_text(json.dumps(results))
+    (run / "nodes" / "n1" / "server.log").write_text(payload + "\n")
+    write_report(run)
+    write_index(store)
+    for page in (run / "report.html", run / "timeline.html", store / "index.html",
+                 run / "nodes" / "n1" / "server.log.html"):
+        text = page.read_text()
+        assert "<script>alert" not in text and "<img src=x" not in text, page
+        assert "&lt;script&gt;alert(&quot;pwned&quot;)" in text or page.name == "index.html"
+    report = (run / "report.html").read_text()
+    assert report.count("<script>") == 1  # ours: the image check
+
+
+def test_escape_and_render() -> None:
+    assert escape("<b>&'\"") == "&lt;b&gt;&amp;&#x27;&quot;"
+    assert escape(None) == "" and escape([1, "<x>"]) == '[1, &quot;&lt;x&gt;&quot;]'
+    cell = element("td", "<i>", title='"><script>')
+    assert cell == '<td title="&quot;&gt;&lt;script&gt;">&lt;i&gt;</td>'
+    assert escape(cell) is cell
+    page = render("index.html", {"style": "", "summary": "<s>", "rows": "", "written": "now"})
+    assert "&lt;s&gt;" in page
+
+
+def test_index_lists_runs_newest_first_with_verdicts(store: Path) -> None:
+    for run in ("queue-valid", "queue-anomalies"):
+        write_report(store / run / "latest")
+    page = write_index(store).read_text()
+    text = text_of(page)
+    order = [text.index(name) for name in ("harness-error", "register-lin", "queue-unknown",
+                                           "queue-anomalies", "queue-valid")]
+    assert order == sorted(order)
+    assert 'class="verdict-invalid"' in page and 'class="verdict-valid"' in page
+    assert 'class="verdict-unknown"' in page and 'class="verdict-none"' in page
+    assert "lost-write: 4" in text and "5 runs" in text
+    assert 'href="queue-valid/20250101T000000/report.html"' in page
+    assert "latest" not in re.findall(r'href="([^"]+)"', page)[0]
+
+
+def test_kchaos_report_command(store: Path, capsys) -> None:
+    assert main(["report", str(store / "queue-anomalies")]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("INVALID: wrote ") and "6 plots" in out
+    assert (store / "queue-anomalies" / "20250101T010000" / "report.html").is_file()
+    assert (store / "index.html").is_file()
+    assert main(["report", str(store / "latest")]) == 0
+    assert main(["report", str(store / "nowhere")]) == 3
+
+
+def test_exported_members() -> None:
+    import reports
+
+    assert sorted(reports.__all__) == ["Report", "make_server", "write_index", "write_report"]
+    assert all(hasattr(reports, name) for name in reports.__all__)

@@ -1,0 +1,139 @@
+"""Queue histories built by hand or simulated, and anomalies injected into them."""
+
+from __future__ import annotations
+
+import random
+from typing import Any
+
+from checker.history import Op
+
+
+class Builder:
+    """Builds a history op by op: each client op is an invoke and its completion."""
+
+    def __init__(self) -> None:
+        self.ops: list[Op] = []
+        self.time = 0
+
+    def _line(self, kind: str, process: Any, f: str, value: Any, extra: dict) -> int:
+        self.time += 1_000_000
+        self.ops.append(Op(len(self.ops), self.time, kind, process, f, value, extra))
+        return len(self.ops) - 1
+
+    def op(self, process: Any, f: str, invoked: Any, kind: str, completed: Any,
+           **extra: Any) -> int:
+        """Invoke and complete one op; returns the completion's index."""
+        self._line("invoke", process, f, invoked, {})
+        return self._line(kind, process, f, completed, extra)
+
+    def invoke(self, process: Any, f: str, value: Any) -> int:
+        return self._line("invoke", process, f, value, {})
+
+    def send(self, process: Any, key: Any, value: int, offset: int | None = None,
+             kind: str = "ok", **extra: Any) -> int:
+        done = [["send", key, [offset, value]]] if kind == "ok" else [["send", key, value]]
+        return self.op(process, "send", [["send", key, value]], kind, done, **extra)
+
+    def sends(self, process: Any, pairs: list[tuple[Any, int, int]], kind: str = "ok") -> int:
+        """One op of several sends: (key, value, offset) each."""
+        invoked = [["send", k, v] for k, v, _ in pairs]
+        done = [["send", k, [o, v]] for k, v, o in pairs] if kind == "ok" else invoked
+        return self.op(process, "txn" if len(pairs) > 1 else "send", invoked, kind, done)
+
+    def poll(self, process: Any, reads: dict[Any, list[tuple[int, int]]]) -> int:
+        result = {str(k): [[o, v] for o, v in pairs] for k, pairs in reads.items()}
+        return self.op(process, "poll", [["poll"]], "ok", [["poll", result]])
+
+    def assign(self, process: Any, keys: list[Any], f: str = "assign") -> int:
+        return self.op(process, f, keys, "ok", keys)
+
+    def nemesis(self, f: str, value: Any) -> int:
+        return self._line("info", "nemesis", f, value, {})
+
+
+def simulate(seed: int, steps: int, keys: int = 3, processes: int = 4) -> Builder:
+    """A valid queue history: sends append to per-key logs, pollers read forward from
+    where they were (assign moves them back to a random earlier point; a worker whose
+    send was info goes on as a new process, which polls from where it was), then every key
+    is drained from the beginning."""
+    rng = random.Random(seed)
+    logs: list[list[int]] = [[] for _ in range(keys)]
+    positions = [[0] * keys for _ in range(processes)]
+    b = Builder()
+    value = 0
+    ids = list(range(processes))
+    for _ in range(steps):
+        worker, key = rng.randrange(processes), rng.randrange(keys)
+        process = ids[worker]
+        choice = rng.random()
+        if choice < 0.45:
+            value += 1
+            fate = rng.random()
+            if fate < 0.1:
+                b.send(process, key, value, kind="fail")
+            elif fate < 0.2:
+                if rng.random() < 0.5:
+                    logs[key].append(value)
+                b.send(process, key, value, kind="info")
+                ids[worker] += processes
+            else:
+                logs[key].append(value)
+                b.send(process, key, value, len(logs[key]) - 1, acks="all")
+        elif choice < 0.9:
+            start = positions[worker][key]
+            end = min(len(logs[key]), start + rng.randrange(0, 4))
+            b.poll(process, {key: [(o, logs[key][o]) for o in range(start, end)]})
+            positions[worker][key] = max(start, end)
+        else:
+            b.assign(process, list(range(keys)))
+            positions[worker] = [rng.randrange(0, p + 1) for p in positions[worker]]
+        if rng.random() < 0.05:
+            b.nemesis("start-partition", {"n1": ["n2"]})
+    drainer = "drainer"
+    for key, log in enumerate(logs):
+        b.poll(drainer, {key: list(enumerate(log))})
+    return b
+
+
+INJECTIONS = ("lost-write", "unseen", "duplicate", "inconsistent-offsets", "G1a",
+              "poll-skip", "nonmonotonic-poll", "int-poll-skip", "int-nonmonotonic-poll",
+              "nonmonotonic-send")
+
+
+def inject(b: Builder, kind: str, key: str = "x") -> None:
+    """Append, on a fresh key, a minimal pattern showing `kind` (and what it implies)."""
+    p, q = "p-" + kind, "q-" + kind
+    if kind == "lost-write":
+        b.send(p, key, 1001, 0)
+        b.send(p, key, 1002, 1)
+        b.poll(q, {key: [(1, 1002)]})
+    elif kind == "unseen":
+        b.send(p, key, 1001, 0)
+        b.send(p, key, 1002, 1)
+        b.poll(q, {key: [(0, 1001)]})
+    elif kind == "duplicate":
+        b.send(p, key, 1001, 0)
+        b.poll(q, {key: [(0, 1001), (1, 1001)]})
+    elif kind == "inconsistent-offsets":
+        b.send(p, key, 1001, 0)
+        b.send(p, key, 1002, 0)
+        b.poll(q, {key: [(0, 1001)]})
+    elif kind == "G1a":
+        b.send(p, key, 1001, kind="fail")
+        b.poll(q, {key: [(0, 1001)]})
+    elif kind in ("poll-skip", "nonmonotonic-poll"):
+        for offset in range(3):
+            b.send(p, key, 1001 + offset, offset)
+        b.poll(q, {key: [(0, 1001)]} if kind == "poll-skip" else {key: [(0, 1001), (1, 1002)]})
+        b.poll(q, {key: [(2, 1003)]} if kind == "poll-skip" else {key: [(1, 1002), (2, 1003)]})
+        b.poll("r-" + kind, {key: [(0, 1001), (1, 1002), (2, 1003)]})
+    elif kind in ("int-poll-skip", "int-nonmonotonic-poll"):
+        for offset in range(3):
+            b.send(p, key, 1001 + offset, offset)
+        b.poll(q, {key: [(0, 1001), (2, 1003)]} if kind == "int-poll-skip"
+               else {key: [(1, 1002), (0, 1001), (2, 1003)]})
+        b.poll("r-" + kind, {key: [(0, 1001), (1, 1002), (2, 1003)]})
+    elif kind == "nonmonotonic-send":
+        b.send(p, key, 1001, 1)
+        b.send(p, key, 1002, 0)
+        b.poll(q, {key: [(0, 1002), (1, 1001)]})
