@@ -35,7 +35,7 @@ def main() -> int:
                               capture_output=True, text=True, check=False)
         wall = time.monotonic() - started
     output = done.stdout
-    up = re.search(r"cluster up in ([\d.]+) s", output)
+    up = re.search(r" up in ([\d.]+) s", output)
     checked = re.search(r"checked in ([\d.]+) s", output)
     verdict = re.search(r"kchaos: (VALID|INVALID|UNKNOWN)", output)
     print(f"kchaos run, {args.nodes} brokers, {args.zookeepers} ZooKeepers, "
@@ -44,7 +44,7 @@ def main() -> int:
     print(f"  wall time                {wall:6.1f} s")
     print(f"  harness overhead         {wall - args.time_limit:6.1f} s   (target <= 40 s)")
     if up:
-        print(f"    cluster up             {float(up.group(1)):6.1f} s")
+        print(f"    db up                  {float(up.group(1)):6.1f} s")
     if checked:
         print(f"    checking (Spark)       {float(checked.group(1)):6.1f} s")
     if done.returncode not in (0, 1):

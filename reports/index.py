@@ -15,7 +15,8 @@ from pathlib import Path
 from typing import Any
 
 from reports.html import element, join, link, render, table, trusted
-from reports.run import RUN_FOLDER, verdict_of
+from reports.layout import INDEX_FILE, REPORT_FILE, RESULTS_FILE, TIMELINE_FILE, run_started
+from reports.run import verdict_of
 
 __all__ = ["IndexRow", "index_rows", "write_index"]
 
@@ -35,7 +36,7 @@ class IndexRow:
 
 def _results(folder: Path) -> dict[str, Any] | None:
     try:
-        body = json.loads((folder / "results.json").read_text(encoding="utf-8"))
+        body = json.loads((folder / RESULTS_FILE).read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return None
     return body if isinstance(body, dict) else None
@@ -57,13 +58,13 @@ def index_rows(store: Path) -> list[IndexRow]:
     rows = []
     for test in sorted(p for p in store.iterdir() if p.is_dir() and not p.is_symlink()):
         for folder in test.iterdir():
-            if folder.is_symlink() or not folder.is_dir() or not RUN_FOLDER.match(folder.name):
+            started = run_started(folder.name)
+            if folder.is_symlink() or not folder.is_dir() or started is None:
                 continue
             results = _results(folder)
-            rows.append(IndexRow(test.name, folder.name,
-                                 datetime.strptime(folder.name, "%Y%m%dT%H%M%S"),
+            rows.append(IndexRow(test.name, folder.name, started,
                                  verdict_of(results), _counts(results),
-                                 (folder / "report.html").is_file()))
+                                 (folder / REPORT_FILE).is_file()))
     rows.sort(key=lambda r: (r.started, r.test), reverse=True)
     return rows
 
@@ -85,8 +86,8 @@ def write_index(store: str | Path) -> Path:
             f"{row.started:%Y-%m-%d %H:%M:%S}",
             element("span", label, class_=f"verdict-{css}"),
             counts or "none",
-            join([link(base + "report.html", "report") if row.has_report else "no report",
-                  " · ", link(base + "timeline.html", "timeline") if row.has_report else "",
+            join([link(base + REPORT_FILE, "report") if row.has_report else "no report",
+                  " · ", link(base + TIMELINE_FILE, "timeline") if row.has_report else "",
                   " · " if row.has_report else "", link(base, "files")]),
         ])
     page = render("index.html", {
@@ -96,6 +97,6 @@ def write_index(store: str | Path) -> Path:
         element("p", "No runs in this store yet.", class_="muted"),
         "written": datetime.now().strftime("%Y-%m-%d %H:%M:%S"),
     })
-    path = store / "index.html"
+    path = store / INDEX_FILE
     path.write_text(page, encoding="utf-8")
     return path

@@ -13,10 +13,12 @@
 from __future__ import annotations
 
 import re
+from datetime import datetime
 from pathlib import Path
 
 __all__ = ["HISTORY_FILE", "INDEX_FILE", "LATEST", "LOG_FILE", "NODES_DIR", "REPORT_FILE",
-           "RESULTS_FILE", "RUN_FOLDER", "TEST_FILE", "TIMELINE_FILE", "resolve_run"]
+           "RESULTS_FILE", "RUN_FOLDER", "TEST_FILE", "TIMELINE_FILE", "resolve_run",
+           "run_started"]
 
 TEST_FILE = "test.json"
 HISTORY_FILE = "history.jsonl"
@@ -39,3 +41,10 @@ def resolve_run(path: Path) -> Path:
     raise FileNotFoundError(
         f"{path}: not a run folder (no {TEST_FILE} in it, nor under a '{LATEST}' link); "
         f"give store/<test-name>/<time>/, store/<test-name>/ or the store itself")
+
+
+def run_started(name: str) -> datetime | None:
+    """The start time a run folder's name spells (YYYYMMDDTHHMMSS, maybe with -N)."""
+    if not RUN_FOLDER.match(name):
+        return None
+    return datetime.strptime(name[:15], "%Y%m%dT%H%M%S")

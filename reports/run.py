@@ -9,7 +9,6 @@ from its start op to its stop op or the next `heal`).
 from __future__ import annotations
 
 import json
-import re
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -18,6 +17,8 @@ from typing import Any
 from checker.errors import HistoryError
 from checker.events import ControllerEvent, event_log_paths, read_event_logs
 from checker.history import NEMESIS, Op, read_history
+from reports.layout import HISTORY_FILE, RESULTS_FILE, TEST_FILE
+from reports.layout import run_started as started_from_name
 
 __all__ = ["NemesisPeriod", "Run", "load_run", "nemesis_periods", "run_started", "verdict_of"]
 
@@ -29,7 +30,6 @@ STOPS = {
     "pause-zookeeper": "resume-zookeeper",
 }
 HEAL = "heal"
-RUN_FOLDER = re.compile(r"\d{8}T\d{6}\Z")
 LOG_SUFFIXES = (".log", ".out", ".jsonl", ".txt")
 
 
@@ -81,9 +81,7 @@ def verdict_of(results: dict[str, Any] | None) -> bool | str | None:
 
 def run_started(directory: Path) -> datetime | None:
     """The start time spelled by a run folder's name (YYYYMMDDTHHMMSS)."""
-    if not RUN_FOLDER.match(directory.name):
-        return None
-    return datetime.strptime(directory.name, "%Y%m%dT%H%M%S")
+    return started_from_name(directory.name)
 
 
 def _json_file(path: Path, problems: list[str]) -> Any:
@@ -101,20 +99,20 @@ def load_run(directory: str | Path) -> Run:
     """Everything a report needs from a run folder."""
     directory = Path(directory).resolve()
     problems: list[str] = []
-    test = _json_file(directory / "test.json", problems)
+    test = _json_file(directory / TEST_FILE, problems)
     test = test if isinstance(test, dict) else {}
-    results = _json_file(directory / "results.json", problems)
+    results = _json_file(directory / RESULTS_FILE, problems)
     name = str(test.get("name") or directory.parent.name)
     run = Run(directory, name, test, results if isinstance(results, dict) else None,
               problems=problems)
-    history = directory / "history.jsonl"
+    history = directory / HISTORY_FILE
     if history.is_file():
         try:
             run.ops = list(read_history(history))
         except (HistoryError, OSError) as error:
-            problems.append(f"history.jsonl cannot be read: {error}")
+            problems.append(f"{HISTORY_FILE} cannot be read: {error}")
     else:
-        problems.append("history.jsonl is missing")
+        problems.append(f"{HISTORY_FILE} is missing")
     try:
         run.events = read_event_logs(event_log_paths(directory)).events
     except (HistoryError, OSError) as error:

@@ -14,6 +14,7 @@ from typing import Any
 
 from checker.history import NEMESIS, Op
 from reports.html import Markup, element, join, render, trusted
+from reports.layout import TIMELINE_FILE
 from reports.plots import Span
 
 __all__ = ["MAX_OPS", "describe_op", "write_timeline"]
@@ -98,6 +99,6 @@ def write_timeline(ops: Sequence[Op], spans: Sequence[Span], out: Path,
         "heads": join(heads),
         "boxes": join(rows),
     })
-    path = out / "timeline.html"
+    path = out / TIMELINE_FILE
     path.write_text(page, encoding="utf-8")
     return path

@@ -193,7 +193,9 @@ def _check_lin(args: argparse.Namespace) -> int:
     if args.json:
         args.json.write_text(json.dumps({"files": [r.to_json() for r in results]}, indent=1,
                                         default=repr) + "\n")
-    return exit_codes.for_verdict(merge_valid(r.valid for r in results))
+    if any(result.error for result in results):
+        return exit_codes.ERROR
+    return exit_codes.for_verdict(merge_valid(result.valid for result in results))
 
 
 _ROW = "{:<40} {:>7} {:>10} {:<9} {:>9}"

@@ -13,6 +13,7 @@ from workloads.client import (
     Delivery,
     InvalidCompletion,
     Positions,
+    QueueClient,
     completed,
     outcome,
     send_completion,
@@ -37,8 +38,8 @@ def test_outcome_definite_and_unknown():
 
 def test_send_completion_ok_fail_info():
     ok = send_completion(SEND, [Delivery(4, None, True), Delivery(-1, None, True)],
-                         retried=False, acks="all")
-    assert ok["type"] == "ok" and ok["acks"] == "all" and "error" not in ok
+                         retried=False)
+    assert ok["type"] == "ok" and "error" not in ok
     assert ok["value"] == [["send", 0, [4, 7]], ["send", 1, [None, 8]]]
     failed = send_completion(SEND, [Delivery(None, "NOT_ENOUGH_REPLICAS", True)] * 2,
                              retried=False)
@@ -120,3 +121,14 @@ def test_exported_members():
     assert sorted(workloads.__all__) == sorted(
         name for name in dir(workloads) if not name.startswith("_")
         and not isinstance(getattr(workloads, name), types.ModuleType))
+
+
+def test_every_send_completion_carries_the_producers_acks():
+    class Sender(QueueClient):
+        def _send(self, op):
+            return send_completion(op, [Delivery(None, "NOT_ENOUGH_REPLICAS", True)] * 2,
+                                   retried=False)
+
+    options = QueueOptions(bootstrap_servers=("a:1",), acks="1").client_options()
+    done = Sender(options).invoke({}, SEND)
+    assert (done["type"], done["acks"]) == ("fail", "1")
