@@ -9,13 +9,15 @@ from checker.checkers import Checker, Composed, compose
 from checker.elections import ElectionChecker
 from checker.queue import QueueChecker
 
-__all__ = ["CHECKERS", "checker_names", "composed"]
+__all__ = ["CHECKERS", "NEED_NODE_LOGS", "checker_names", "composed"]
 
 CHECKERS: dict[str, Callable[[], Checker]] = {
     "queue": QueueChecker,
     "acks": AcksChecker,
     "elections": ElectionChecker,
 }
+# Checkers that read the nodes' logs of a run folder (a bare history has none).
+NEED_NODE_LOGS = frozenset({"elections"})
 
 
 def checker_names(text: str | Iterable[str]) -> tuple[str, ...]:

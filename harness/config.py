@@ -29,7 +29,8 @@ __all__ = ["ConfigError", "RunOptions", "TestConfig", "load_config", "sections"]
 class RunOptions:
     """The test's own options: its parts by name, its size and duration, where it is stored."""
 
-    name: str = field(default="queue", metadata={"help": "test name, the store folder"})
+    name: str | None = field(default=None, metadata={
+        "help": "test name, the store folder (default: the workload's name)"})
     db: str = field(default="kchaos", metadata={"help": "system under test",
                                                 "choices": tuple(DBS)})
     workload: str = field(default="queue", metadata={"help": "workload",
@@ -58,7 +59,8 @@ class RunOptions:
             raise ValueError("time_limit must be > 0 seconds")
         if self.recovery_seconds < 0 or self.final_read_seconds <= 0:
             raise ValueError("recovery_seconds must be >= 0 and final_read_seconds > 0")
-        if not self.name or "/" in self.name or self.name.startswith("."):
+        if self.name is not None and (not self.name or "/" in self.name
+                                      or self.name.startswith(".")):
             raise ValueError(f"name must be a plain folder name, got {self.name!r}")
 
 

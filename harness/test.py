@@ -94,7 +94,7 @@ def build_test(config: TestConfig) -> Test:
     except ValueError as error:
         raise ConfigError(str(error)) from error
     return Test(
-        name=run.name, seed=seed, time_limit=run.time_limit, store=Path(run.store),
+        name=run.name or run.workload, seed=seed, time_limit=run.time_limit, store=Path(run.store),
         nodes=run.nodes, db=db, workload=WorkloadPart(run.workload, kind, config.workload),
         nemesis=_nemesis(config, seed), checker=checker,
         recovery_seconds=run.recovery_seconds, final_read_seconds=run.final_read_seconds,

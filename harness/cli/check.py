@@ -16,7 +16,7 @@ from checker.checkers import Result, merge_valid
 from checker.errors import HistoryError
 from checker.files import FORMAT_NAMES, MODEL_NAMES, FileResult, check_files
 from checker.linearizability import DEFAULT_BUDGET_SECONDS, DEFAULT_MAX_CONFIGURATIONS, Budget
-from checker.registry import checker_names, composed
+from checker.registry import NEED_NODE_LOGS, checker_names, composed
 from harness import exit_codes
 from harness.config import ConfigError
 from harness.db.kchaos import KchaosOptions
@@ -50,7 +50,8 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
     bare.add_argument("--workload", choices=tuple(WORKLOADS), default="queue",
                       help="the workload that wrote the history (default %(default)s)")
     bare.add_argument("--checker", metavar="A,B,...",
-                      help="checkers to run (default: the workload's)")
+                      help="checkers to run (default: the workload's, except those that read "
+                           "the nodes' logs of a run folder, such as elections)")
     bare.add_argument("--format", choices=FORMAT_NAMES, default="auto",
                       help="history format (default %(default)s: by content)")
     add_arguments(bare.add_argument_group("the contract the history is checked against"),
@@ -133,7 +134,8 @@ def _check_history(args: argparse.Namespace) -> int:
     started = time.monotonic()
     try:
         test = _contract(args)
-        names = checker_names(args.checker) if args.checker else WORKLOADS[args.workload].checkers
+        names = checker_names(args.checker) if args.checker else tuple(
+            name for name in WORKLOADS[args.workload].checkers if name not in NEED_NODE_LOGS)
         checker = composed(names)
         ops = read_queue_ops(args.file, args.format)
     except (ConfigError, ValueError, HistoryError, OSError) as error:

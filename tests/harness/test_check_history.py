@@ -1,0 +1,81 @@
+"""`kchaos check-history`: a bare history file, ours or Jepsen's, checked as a user would."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from harness import exit_codes
+from harness.cli import main
+
+DATA = Path(__file__).parent.parent / "data" / "queue"
+
+
+def test_a_valid_history_is_valid_in_process(tmp_path, capsys):
+    out = tmp_path / "results.json"
+    assert main(["check-history", str(DATA / "ok.jsonl"), "--local", "--json", str(out)]) == 0
+    printed = capsys.readouterr().out
+    assert "kchaos: VALID" in printed
+    results = json.loads(out.read_text())
+    assert results["valid"] is True
+    assert set(results["checkers"]) == {"queue", "acks"}
+
+
+def test_a_lost_write_fails_the_safe_contract_and_is_allowed_with_acks_1(tmp_path, capsys):
+    lost = str(DATA / "lost-write-bad.jsonl")
+    assert main(["check-history", lost, "--local"]) == exit_codes.INVALID
+    assert "lost-write" in capsys.readouterr().out
+    out = tmp_path / "results.json"
+    assert main(["check-history", lost, "--local", "--acks", "1", "--json", str(out)]) == 0
+    queue = json.loads(out.read_text())["checkers"]["queue"]
+    assert "lost-write" in queue["anomalies"] and "lost-write" in queue["allowed"]
+
+
+def test_the_broker_configuration_changes_the_contract(capsys):
+    lost = str(DATA / "lost-write-bad.jsonl")
+    assert main(["check-history", lost, "--local", "--broker-config",
+                 "unclean.leader.election.enable=true"]) == exit_codes.VALID
+
+
+def test_jepsen_edn_gives_the_same_verdicts_as_our_jsonl(tmp_path, capsys):
+    for name in ("ok.jsonl", "duplicate-bad.jsonl", "poll-skip-bad.jsonl"):
+        edn = tmp_path / name.replace(".jsonl", ".edn")
+        assert main(["history", "export", str(DATA / name), "--edn", str(edn)]) == 0
+        ours = main(["check-history", str(DATA / name), "--local"])
+        jepsens = main(["check-history", str(edn), "--local"])
+        assert ours == jepsens, name
+        assert jepsens == (0 if name == "ok.jsonl" else 1), name
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["--checker", "queue,meteor"], "unknown checker meteor"),
+    (["--broker-config", "novalue"], "--broker-config: expected KEY=VALUE"),
+    (["--acks", "2"], "acks must be one of 0, 1, all"),
+])
+def test_bad_options_exit_3_with_the_reason(args, message, capsys):
+    assert main(["check-history", str(DATA / "ok.jsonl"), "--local", *args]) == exit_codes.ERROR
+    assert message in capsys.readouterr().err
+
+
+def test_a_malformed_history_names_the_file_and_line(tmp_path, capsys):
+    bad = tmp_path / "bad.jsonl"
+    lines = (DATA / "ok.jsonl").read_text().splitlines()
+    bad.write_text("\n".join(lines[:3] + ['{"index": 3, "time": 1, "type": "weird"}']) + "\n")
+    assert main(["check-history", str(bad), "--local"]) == exit_codes.ERROR
+    assert f"{bad}:4" in capsys.readouterr().err
+    missing = tmp_path / "nope.jsonl"
+    assert main(["check-history", str(missing), "--local"]) == exit_codes.ERROR
+
+
+@pytest.mark.spark
+def test_on_spark_the_verdict_is_the_same(spark, tmp_path, capsys):
+    out = tmp_path / "results.json"
+    for name, code in (("ok.jsonl", 0), ("lost-write-bad.jsonl", 1)):
+        assert main(["check-history", str(DATA / name), "--spark-master", "local[2]",
+                     "--json", str(out)]) == code, name
+    assert json.loads(out.read_text())["valid"] is False
+    edn = tmp_path / "lost.edn"
+    main(["history", "export", str(DATA / "lost-write-bad.jsonl"), "--edn", str(edn)])
+    assert main(["check-history", str(edn), "--spark-master", "local[2]"]) == 1
