@@ -68,11 +68,6 @@ def _bool(text: str) -> bool:
     return lowered == "true"
 
 
-def _str(text: str) -> str:
-    """a string"""
-    return text
-
-
 def _nonempty(text: str) -> str:
     """a non-empty string"""
     if not text:

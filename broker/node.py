@@ -1,12 +1,12 @@
 """BrokerNode: one broker process wired together.
 
-Start: log dirs recovered (LogManager.load), ZooKeeper session, a live registration under
-the same broker.id refuses to start, client and control-plane listeners bound,
-ReplicaManager, registration in /brokers/ids, then the Controller (which competes for
-/controller). SIGTERM (or SIGINT): controlled shutdown (the active controller moves
-leadership away, retried until it reports no partition left or the time is up), then
-everything is closed in reverse order and the process exits 0. SIGKILL at any instant
-is safe: storage recovers from its recovery point on the next start.
+Start: ZooKeeper session (a live registration under the same broker.id refuses to start),
+base znodes and cluster id, log dirs recovered (LogManager.load), ReplicaManager, client and
+control-plane listeners bound, registration in /brokers/ids, then the Controller (which
+competes for /controller). SIGTERM (or SIGINT): controlled shutdown (the active controller
+moves leadership away, retried until it reports no partition left or the time is up), then
+everything is closed in reverse order and the process exits 0. SIGKILL at any instant is
+safe: storage recovers from its recovery point on the next start.
 """
 
 from __future__ import annotations
@@ -53,6 +53,7 @@ class BrokerNode:
         self.listener: ClientListener | None = None
         self.control: ControlPlaneServer | None = None
         self.controller = None
+        self._registration: zkpaths.BrokerRegistration | None = None
         self._stop = asyncio.Event()
         self._session_lost = False
 
@@ -88,11 +89,19 @@ class BrokerNode:
         log.info("broker %d stopped", self.broker_id)
         return 0
 
-    def request_stop(self) -> None:
-        self._stop.set()
-
     async def start(self) -> None:
-        loop = asyncio.get_running_loop()
+        """Join the cluster, step by step as the module docstring lists."""
+        await self._connect_zookeeper()
+        await self._check_broker_id_free()
+        cluster_id = await self._ensure_cluster_znodes()
+        await self._recover_logs()
+        context = self._start_replication(cluster_id)
+        self.controller = self._make_controller()
+        await self._start_listeners(context)
+        await self._register()
+        await self.controller.start()
+
+    async def _connect_zookeeper(self) -> None:
         config = self.config
         self.zk = KazooClient(
             hosts=config.zookeeper_connect, timeout=config.zookeeper_session_timeout_ms / 1000.0
@@ -101,15 +110,40 @@ class BrokerNode:
             config.zookeeper_connection_timeout_ms or config.zookeeper_session_timeout_ms
         ) / 1000.0
         try:
-            await loop.run_in_executor(None, lambda: self.zk.start(timeout=connect_timeout))
+            await asyncio.get_running_loop().run_in_executor(
+                None, lambda: self.zk.start(timeout=connect_timeout)
+            )
         except Exception as exc:
             raise StartupError(
                 f"cannot connect to ZooKeeper at {config.zookeeper_connect}: {exc!r}"
             ) from exc
-        await self._check_broker_id_free()
-        await loop.run_in_executor(None, zkpaths.ensure_paths, self.zk)
-        cluster_id = await loop.run_in_executor(None, self._cluster_id)
 
+    async def _check_broker_id_free(self) -> None:
+        """Refuse a broker.id held by a live broker. A registration left by this broker's
+        previous (killed) incarnation disappears within the session timeout, so wait that
+        long before concluding that another broker holds the id."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.config.zookeeper_session_timeout_ms / 1000.0 + 1.0
+        while True:
+            existing = await loop.run_in_executor(None, zkpaths.read_brokers, self.zk)
+            other = existing.get(self.broker_id)
+            if other is None:
+                return
+            if loop.time() > deadline:
+                raise StartupError(
+                    f"broker.id {self.broker_id} is already registered by a live broker at "
+                    f"{other.host}:{other.port} (/brokers/ids/{self.broker_id}); "
+                    "refusing to start")
+            await asyncio.sleep(0.25)
+
+    async def _ensure_cluster_znodes(self) -> str:
+        """Create the persistent paths Kafka expects; the cluster id (created if absent)."""
+        loop = asyncio.get_running_loop()
+        await loop.run_in_executor(None, zkpaths.ensure_paths, self.zk)
+        return await loop.run_in_executor(None, self._cluster_id)
+
+    async def _recover_logs(self) -> None:
+        config = self.config
         self.logs = LogManager(
             config.data_dirs,
             LogConfig(
@@ -120,11 +154,14 @@ class BrokerNode:
             ),
         )
         try:
-            await loop.run_in_executor(None, self.logs.load)
+            await asyncio.get_running_loop().run_in_executor(None, self.logs.load)
         except Exception as exc:
             self.logs = None
             raise StartupError(f"cannot load the logs in {config.data_dirs}: {exc}") from exc
 
+    def _start_replication(self, cluster_id: str) -> BrokerContext:
+        """Start the ReplicaManager; the context the client APIs are served with."""
+        config = self.config
         self.replicas = ReplicaManager(
             ReplicaSettings(
                 broker_id=self.broker_id,
@@ -152,60 +189,9 @@ class BrokerNode:
             cluster_id=cluster_id,
         )
         self.replicas.start()
+        return context
 
-        self.controller = self._make_controller(loop)
-        client, control = config.client_listener, config.control_listener
-        self.listener = ClientListener(
-            client.host, client.port, Dispatcher(context), config.socket_request_max_bytes
-        )
-        self.control = ControlPlaneServer(
-            control.host, control.port, self.replicas, self.controller.controlled_shutdown
-        )
-        try:
-            await self.listener.start()
-            await self.control.start()
-        except OSError as exc:
-            raise StartupError(f"cannot bind listeners {client} / {control}: {exc}") from exc
-
-        advertised_client = config.advertised(client)
-        advertised_control = config.advertised(control)
-        registration = zkpaths.BrokerRegistration(
-            self.broker_id,
-            advertised_client.host or "127.0.0.1",
-            self.listener.port,
-            advertised_control.host or "127.0.0.1",
-            self.control.port,
-            config.broker_rack,
-        )
-        try:
-            self.broker_epoch = await loop.run_in_executor(
-                None, zkpaths.register_broker, self.zk, registration
-            )
-        except zkpaths.BrokerIdInUseError as exc:
-            raise StartupError(f"{exc}; refusing to start") from exc
-        self._registration = registration
-        self.zk.add_listener(lambda state: loop.call_soon_threadsafe(self._zk_state, state))
-        await self.controller.start()
-
-    async def _check_broker_id_free(self) -> None:
-        """Refuse a broker.id held by a live broker. A registration left by this broker's
-        previous (killed) incarnation disappears within the session timeout, so wait that
-        long before concluding that another broker holds the id."""
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + self.config.zookeeper_session_timeout_ms / 1000.0 + 1.0
-        while True:
-            existing = await loop.run_in_executor(None, zkpaths.read_brokers, self.zk)
-            other = existing.get(self.broker_id)
-            if other is None:
-                return
-            if loop.time() > deadline:
-                raise StartupError(
-                    f"broker.id {self.broker_id} is already registered by a live broker at "
-                    f"{other.host}:{other.port} (/brokers/ids/{self.broker_id}); "
-                    "refusing to start")
-            await asyncio.sleep(0.25)
-
-    def _make_controller(self, loop):
+    def _make_controller(self):
         from broker.controller.config import ControllerConfig
         from broker.controller.controller import Controller
 
@@ -224,8 +210,47 @@ class BrokerNode:
                 ),
             ),
             self.event_log_path,
-            loop,
+            asyncio.get_running_loop(),
         )
+
+    async def _start_listeners(self, context: BrokerContext) -> None:
+        """Bind the client listener and the control-plane listener."""
+        config = self.config
+        client, control = config.client_listener, config.control_listener
+        self.listener = ClientListener(
+            client.host, client.port, Dispatcher(context), config.socket_request_max_bytes
+        )
+        self.control = ControlPlaneServer(
+            control.host, control.port, self.replicas, self.controller.controlled_shutdown
+        )
+        try:
+            await self.listener.start()
+            await self.control.start()
+        except OSError as exc:
+            raise StartupError(f"cannot bind listeners {client} / {control}: {exc}") from exc
+
+    async def _register(self) -> None:
+        """Register in /brokers/ids (the broker epoch); again after each session expiry."""
+        loop = asyncio.get_running_loop()
+        config = self.config
+        advertised_client = config.advertised(config.client_listener)
+        advertised_control = config.advertised(config.control_listener)
+        registration = zkpaths.BrokerRegistration(
+            self.broker_id,
+            advertised_client.host or "127.0.0.1",
+            self.listener.port,
+            advertised_control.host or "127.0.0.1",
+            self.control.port,
+            config.broker_rack,
+        )
+        try:
+            self.broker_epoch = await loop.run_in_executor(
+                None, zkpaths.register_broker, self.zk, registration
+            )
+        except zkpaths.BrokerIdInUseError as exc:
+            raise StartupError(f"{exc}; refusing to start") from exc
+        self._registration = registration
+        self.zk.add_listener(lambda state: loop.call_soon_threadsafe(self._zk_state, state))
 
     def _cluster_id(self) -> str:
         from kazoo.exceptions import NodeExistsError

@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 from dataclasses import dataclass, field
 
-from broker.control_plane import NOT_CONTROLLER
+from broker.control_plane.messages import NOT_CONTROLLER
 
 __all__ = [
     "ControllerEvent", "Startup", "Reelect", "Expire", "BrokerChange", "TopicChange",

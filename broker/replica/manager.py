@@ -22,7 +22,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from broker import zk as zkpaths
-from broker.control_plane import LeaderAndIsrRequest, StopReplicaRequest, UpdateMetadataRequest
+from broker.control_plane.messages import (
+    LeaderAndIsrRequest,
+    StopReplicaRequest,
+    UpdateMetadataRequest,
+)
 from broker.errors import BrokerError, ErrorCode
 from broker.replica.fetcher import FetcherConfig, FetcherManager
 from broker.replica.metadata_cache import MetadataCache

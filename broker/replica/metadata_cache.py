@@ -4,7 +4,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from broker.control_plane import BrokerEndpoint, PartitionStateInfo, UpdateMetadataRequest
+from broker.control_plane.messages import (
+    BrokerEndpoint,
+    PartitionStateInfo,
+    UpdateMetadataRequest,
+)
 
 __all__ = ["MetadataCache"]
 

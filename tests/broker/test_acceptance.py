@@ -15,6 +15,7 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from broker import control_plane, zk
+from broker.control_plane import codec
 from tests.support.brokers import BrokerCluster
 
 pytestmark = [pytest.mark.cluster, pytest.mark.timeout(180)]
@@ -147,8 +148,7 @@ def send_control_request(port: int, request) -> object:
         sock.sendall(control_plane.encode_request(request, 7))
         size = struct.unpack(">i", _read_exactly(sock, 4))[0]
         frame = _read_exactly(sock, size)
-    api_key = control_plane.LEADER_AND_ISR
-    return control_plane.decode_response(api_key, frame)[1]
+    return control_plane.decode_response(codec.LEADER_AND_ISR, frame)[1]
 
 
 def _read_exactly(sock: socket.socket, n: int) -> bytes:

@@ -1,4 +1,4 @@
-"""broker/control_plane.py: codec round trips and a real server and channel over loopback."""
+"""broker/control_plane/: codec round trips and a real server and channel over loopback."""
 
 from __future__ import annotations
 
@@ -6,6 +6,7 @@ import asyncio
 import struct
 
 from broker import control_plane as cp
+from broker.control_plane import codec
 from tests.support.control_plane import Recorder
 from tests.support.zookeeper import free_port
 
@@ -13,12 +14,10 @@ STATE = cp.PartitionStateInfo("t", 0, 3, 2, 7, (2, 1), 5, (1, 2, 3), True)
 LEADERS = (cp.BrokerEndpoint(2, "127.0.0.1", 9092, "r1"), cp.BrokerEndpoint(1, "h", 1, None))
 
 
-
-
 def roundtrip(request):
     frame = cp.encode_request(request, 42)
     assert struct.unpack(">i", frame[:4])[0] == len(frame) - 4
-    assert struct.unpack(">hh", frame[4:8]) == (cp._api_key(request), 1)
+    assert struct.unpack(">hh", frame[4:8]) == (codec.api_key(request), 1)
     return cp.decode_request(frame[4:])
 
 

@@ -159,13 +159,14 @@ def test_exported_members():
 
     assert broker.controller.__all__ == [
         "Controller", "ControllerConfig", "ElectionResult", "assign_replicas"]
-    for name in ("broker.zk", "broker.control_plane", "broker.controller.admin",
-                 "broker.controller.assignment", "broker.controller.config",
-                 "broker.controller.context", "broker.controller.controller",
-                 "broker.controller.election", "broker.controller.event_log",
-                 "broker.controller.event_manager", "broker.controller.events",
-                 "broker.controller.partitions", "broker.controller.requests",
-                 "broker.controller.state_machines"):
+    for name in ("broker.zk", "broker.control_plane", "broker.control_plane.messages",
+                 "broker.control_plane.codec", "broker.control_plane.server",
+                 "broker.controller.admin", "broker.controller.assignment",
+                 "broker.controller.config", "broker.controller.context",
+                 "broker.controller.controller", "broker.controller.election",
+                 "broker.controller.event_log", "broker.controller.event_manager",
+                 "broker.controller.events", "broker.controller.partitions",
+                 "broker.controller.requests", "broker.controller.state_machines"):
         module = importlib.import_module(name)
         missing = [n for n in module.__all__ if not hasattr(module, n)]
         assert not missing, f"{name} exports missing names {missing}"
