@@ -159,7 +159,7 @@ def test_not_root_reexecs_in_a_user_namespace():
     script = (
         "import sys\n"
         "from harness.control.userns import ensure_root\n"
-        "ensure_root(sys.argv[1:], module='tests.support.cleanup')\n")
+        "ensure_root(sys.argv[1:], module='tests.harness.test_control_local')\n")
     user = ["setpriv", "--reuid", "65534", "--regid", "65534", "--clear-groups"]
     # the interpreter must be executable by the unprivileged user (pyenv's under /root is not)
     python = "/usr/bin/python3"
@@ -182,10 +182,11 @@ def test_not_root_reexecs_in_a_user_namespace():
 
 
 def _probe_in_user_namespace() -> None:
-    """Entry point of the re-executed test process (`python -m tests.support.cleanup`)."""
+    """Entry point of the re-executed test process
+    (`python -m tests.harness.test_control_local`)."""
     from harness.control.userns import ensure_root, in_user_namespace
 
-    ensure_root(sys.argv[1:], module="tests.support.cleanup")
+    ensure_root(sys.argv[1:], module="tests.harness.test_control_local")
     assert in_user_namespace() and os.geteuid() == 0
     remote = LocalRemote.provision(["n1", "n2"])
     try:
