@@ -75,6 +75,15 @@ class Counterexample:
     pending: list[int]
     descriptions: dict[int, str]
 
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "prefix": self.prefix,
+            "state": self.state,
+            "stuck": self.stuck,
+            "pending": self.pending,
+            "descriptions": {str(k): v for k, v in self.descriptions.items()},
+        }
+
 
 @dataclass(frozen=True)
 class PartitionResult:
@@ -85,6 +94,20 @@ class PartitionResult:
     reason: str | None = None
     configurations: int = 0
     counterexample: Counterexample | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        """The shape of `kchaos check-lin --json`'s partition results (reports read it)."""
+        body: dict[str, Any] = {
+            "partition": self.partition,
+            "ops": self.ops,
+            "valid": self.valid,
+            "seconds": round(self.seconds, 6),
+            "reason": self.reason,
+            "configurations": self.configurations,
+        }
+        if self.counterexample is not None:
+            body["counterexample"] = self.counterexample.to_json()
+        return body
 
 
 @dataclass(frozen=True)

@@ -7,6 +7,7 @@ from collections.abc import Callable, Iterable
 from checker.acks import AcksChecker
 from checker.checkers import Checker, Composed, compose
 from checker.elections import ElectionChecker
+from checker.linearizable import LinearizabilityChecker
 from checker.queue import QueueChecker
 
 __all__ = ["CHECKERS", "NEED_NODE_LOGS", "checker_names", "composed"]
@@ -15,6 +16,7 @@ CHECKERS: dict[str, Callable[[], Checker]] = {
     "queue": QueueChecker,
     "acks": AcksChecker,
     "elections": ElectionChecker,
+    "linearizability": LinearizabilityChecker,
 }
 # Checkers that read the nodes' logs of a run folder (a bare history has none).
 NEED_NODE_LOGS = frozenset({"elections"})

@@ -1,19 +1,18 @@
 """Linearizability counterexamples: a timeline of the ops around the failure.
 
-Counterexamples come from the results (a checker whose stats hold `kchaos
-check-lin` JSON: `files` or `partition_results`) and from a run's
-`linearizability.json` (the `--json` output of `kchaos check-lin`). For each
-invalid partition the section shows the longest linearizable prefix, the op
-that cannot be linearized and the model state there, and an SVG timeline of the
-last ops of the prefix, the stuck op and the ops pending with it: one row per
-client, one bar per op.
+Counterexamples come from results.json alone: any checker whose stats hold
+partition results in the JSON shape of `kchaos check-lin --json`, either
+`partition_results` (the linearizability checker of the composition,
+`checker.linearizable`) or `files[].partition_results`. For each invalid
+partition the section shows the longest linearizable prefix, the op that cannot
+be linearized and the model state there, and an SVG timeline of the last ops of
+the prefix, the stuck op and the ops pending with it: one row per client, one
+bar per op.
 """
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator, Mapping, Sequence
-from pathlib import Path
 from typing import Any
 
 from reports.html import Markup, element, facts, join, table
@@ -38,18 +37,13 @@ def _partition_results(body: Any) -> Iterator[tuple[str, dict[str, Any]]]:
         yield "", partition
 
 
-def counterexamples(results: Mapping[str, Any] | None,
-                    run_dir: Path) -> list[tuple[str, dict[str, Any]]]:
-    """(history file, partition result) of every invalid partition with a counterexample."""
+def counterexamples(results: Mapping[str, Any] | None) -> list[tuple[str, dict[str, Any]]]:
+    """(history file, partition result) of every invalid partition with a counterexample
+    in the results (results.json)."""
     found = []
     for checker in ((results or {}).get("checkers") or {}).values():
-        found += list(_partition_results(checker.get("stats")))
-    extra = run_dir / "linearizability.json"
-    if extra.is_file():
-        try:
-            found += list(_partition_results(json.loads(extra.read_text(encoding="utf-8"))))
-        except ValueError:
-            pass
+        if isinstance(checker, Mapping):
+            found += list(_partition_results(checker.get("stats")))
     return [(f, p) for f, p in found
             if p.get("valid") is False and isinstance(p.get("counterexample"), Mapping)]
 

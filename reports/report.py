@@ -90,8 +90,8 @@ class _Page:
             "summary": self._summary(),
             "losses": self._losses(),
             "anomalies": self._anomalies(),
-            "linearizability": render_counterexamples(
-                counterexamples(self.run.results, self.run.directory), self.spans),
+            "linearizability": render_counterexamples(counterexamples(self.run.results),
+                                                      self.spans),
             "nemesis": self._nemesis(),
             "plots": self._plots(plots),
             "config": self._config(),

@@ -105,6 +105,45 @@ def test_linearizability_counterexample(store: Path) -> None:
         assert role in text
 
 
+def test_counterexample_of_the_composed_checker_comes_from_results_json(tmp_path: Path) -> None:
+    from checker.checkers import compose_results
+    from checker.linearizable import LinearizabilityChecker
+    from tests.support.queue_histories import simulate
+
+    run = tmp_path / "queue-lin" / "20250101T050000"
+    run.mkdir(parents=True)
+    b = simulate(7, 100)
+    b.send("p", "x", 1001, 0)
+    b.send("p", "x", 1002, 1)
+    b.poll("q", {"x": [(0, 1001), (1, 1002)]})
+    b.send("r", "x", 1003, kind="info")
+    stale = b.poll("s", {"x": [(0, 1001), (1, 1003)]}) - 1
+    (run / "history.jsonl").write_text("".join(json.dumps(op.to_json()) + "\n" for op in b.ops))
+    test = {"name": "queue-lin", "seed": 7, "acks": "all",
+            "broker_config": {"min.insync.replicas": 2}}
+    (run / "test.json").write_text(json.dumps(test))
+    result = LinearizabilityChecker().check(test, b.ops, {})
+    results = compose_results({"linearizability": result})
+    (run / "results.json").write_text(json.dumps(results.to_json()))
+    decoy = {"partition_results": [{"partition": "decoy", "valid": False, "counterexample": {
+        "prefix": [], "state": "decoy-state", "stuck": [0], "pending": [], "descriptions": {}}}]}
+    (run / "linearizability.json").write_text(json.dumps(decoy))  # no longer read
+
+    page = write_report(run).path.read_text()
+    section = page[page.index('id="linearizability"'):page.index('id="nemesis"')]
+    text = text_of(section)
+    assert "Partition x: not linearizable" in text
+    assert "log of 2 records, the last 1002 at offset 1" in text
+    assert "impossible: reads 1003 at offset 1, which holds 1002" in text
+    assert f">{stale}<" in section
+    assert "<svg" in section and section.count("<rect") >= 4
+    for role in ("linearized", "stuck", "pending"):
+        assert role in text
+    assert "decoy" not in page
+    assert re.search(r"nonlinearizable *: 1 found", text_of(page))
+    assert "linearizability could not decide" not in text_of(page)
+
+
 def test_harness_error_run_still_gets_a_report(store: Path) -> None:
     report = write_report(store / "harness-error" / "latest")
     page = report.path.read_text()
