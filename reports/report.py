@@ -18,10 +18,11 @@ from pathlib import Path
 from typing import Any
 
 from reports.html import Markup, element, join, link, render, table, trusted
+from reports.layout import LOG_FILE, REPORT_FILE, run_started
 from reports.linearizability import counterexamples, render_counterexamples
 from reports.logs import LogView, write_log_views
 from reports.plots import Plot, Span, client_spans, write_plots
-from reports.run import Run, load_run, nemesis_periods, run_started
+from reports.run import Run, load_run, nemesis_periods
 from reports.timeline import write_timeline
 
 __all__ = ["Report", "verdict_label", "write_report"]
@@ -55,7 +56,7 @@ def write_report(run_dir: str | Path) -> Report:
     write_timeline(run.ops, spans, run.directory, title=f"{run.name}: operation timeline")
     views = write_log_views(run.directory, run.node_logs)
     page = _Page(run, spans, views)
-    path = run.directory / "report.html"
+    path = run.directory / REPORT_FILE
     path.write_text(page.render(plots), encoding="utf-8")
     return Report(path, run.verdict, tuple(plots))
 
@@ -122,7 +123,7 @@ class _Page:
 
     def _subtitle(self) -> str:
         run = self.run
-        started = run_started(run.directory)
+        started = run_started(run.directory.name)
         clients = len(self.spans)
         end = max((op.time for op in run.ops), default=0) / NS
         parts = [run.name, f"run {run.directory.name}"]
@@ -298,8 +299,8 @@ class _Page:
                                                  log.as_posix()),
                                      " · ", link(log.as_posix(), "raw")))
             rows.append([node, join(cells)])
-        log = self.run.directory / "kchaos.log"
-        harness = element("p", link("kchaos.log", "harness log (kchaos.log)")) if log.is_file() \
+        log = self.run.directory / LOG_FILE
+        harness = element("p", link(LOG_FILE, f"harness log ({LOG_FILE})")) if log.is_file() \
             else Markup("")
         return join([harness, table(["node", "logs"], rows)])
 

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -18,9 +17,8 @@ from checker.errors import HistoryError
 from checker.events import ControllerEvent, event_log_paths, read_event_logs
 from checker.history import NEMESIS, Op, read_history
 from reports.layout import HISTORY_FILE, RESULTS_FILE, TEST_FILE
-from reports.layout import run_started as started_from_name
 
-__all__ = ["NemesisPeriod", "Run", "load_run", "nemesis_periods", "run_started", "verdict_of"]
+__all__ = ["NemesisPeriod", "Run", "load_run", "nemesis_periods", "verdict_of"]
 
 STOPS = {
     "start-partition": "stop-partition",
@@ -77,11 +75,6 @@ def verdict_of(results: dict[str, Any] | None) -> bool | str | None:
         return None
     valid = results["valid"]
     return valid if valid in (True, False) else "unknown"
-
-
-def run_started(directory: Path) -> datetime | None:
-    """The start time spelled by a run folder's name (YYYYMMDDTHHMMSS)."""
-    return started_from_name(directory.name)
 
 
 def _json_file(path: Path, problems: list[str]) -> Any:
