@@ -8,9 +8,19 @@ Every format becomes a list of `Op` validated by the rules of
   (unknown outcome) with `value` null and `error` "timed-out".
 - `porcupine-kv`: `{:process N, :type :invoke, :f :get, :key "K", :value nil}` lines;
   the value becomes Jepsen's keyed `[key, value]`.
-- `edn`: Jepsen EDN histories, one map per line or one vector of maps (records
-  tagged `#jepsen.history.Op` too); keywords become strings, map keys strings.
+- `edn`: Jepsen EDN histories, one map per line, or one vector or list of maps
+  (Knossos's data files; records tagged `#jepsen.history.Op` too); keywords and
+  symbols become strings, map keys strings (as JSON would have them).
 Formats without times or indices use the op's position for both.
+
+`read_queue_ops` reads a queue-workload history, our JSONL or the EDN of
+Jepsen's Kafka workload (`jepsen.tests.kafka`: `[[:send 3 12]]` completing as
+`[[:send 3 [41 12]]]`, `[[:poll]]` as `[[:poll {3 [[41 12]]}]]`, `:txn`,
+`:assign`, `:subscribe`, `:crash`, nemesis ops), checking every micro-op as
+the queue checker reads it; integer map keys (keys of poll results) stay
+integers, a missing `:index` is the op's position, a missing `:time` is 0.
+`checker.history.write_jsonl` then writes our JSONL, which
+`checker.spark.check_history_on_spark` checks.
 """
 
 from __future__ import annotations
@@ -29,11 +39,20 @@ from typing import Any
 import edn_format
 
 from checker.errors import HistoryError
-from checker.history import OP_TYPES, HistoryValidator, Op, load_history, op_from_json
+from checker.history import (
+    OP_TYPES,
+    HistoryValidator,
+    Op,
+    load_history,
+    op_from_json,
+    read_numbered_history,
+)
+from checker.queue import events_of
 
-__all__ = ["FORMATS", "detect_format", "read_ops"]
+__all__ = ["FORMATS", "QUEUE_FORMATS", "detect_format", "read_ops", "read_queue_ops"]
 
 FORMATS = ("jsonl", "edn", "porcupine-etcd", "porcupine-kv")
+QUEUE_FORMATS = ("jsonl", "edn")
 EMPTY = "empty history: no operations"
 
 _ETCD_LINE = re.compile(
@@ -41,6 +60,7 @@ _ETCD_LINE = re.compile(
     r"(nil|-?\d+|\[\s*-?\d+\s+-?\d+\s*\]|:timed-out)\s*\Z"
 )
 _ETCD_PREFIX = re.compile(r"INFO\s+jepsen\.util\s+-\s")
+_KV_KEY = re.compile(r":key[\s,]")
 _STRING = r'"(?:[^"\\]|\\.)*"'
 _KV_LINE = re.compile(
     r"\{\s*:process\s+(-?\d+),?\s+:type\s+:([\w-]+),?\s+:f\s+:([\w-]+),?\s+"
@@ -61,10 +81,10 @@ def detect_format(path: str | os.PathLike[str]) -> str:
     if text.startswith("{"):
         if text[1:].lstrip().startswith('"'):
             return "jsonl"
-        if ":key" in text and ":process" in text and ":index" not in text:
+        if _KV_KEY.search(text) and ":process" in text and ":index" not in text:
             return "porcupine-kv"
         return "edn"
-    if text.startswith(("[", "#", ";")):
+    if text.startswith(("[", "(", "#", ";")):
         return "edn"
     raise HistoryError(
         source, number,
@@ -84,11 +104,40 @@ def read_ops(path: str | os.PathLike[str], fmt: str = "auto") -> list[Op]:
     elif fmt == "porcupine-kv":
         ops = _validated(source, _kv_ops(source))
     elif fmt == "edn":
-        ops = _validated(source, _edn_ops(source))
+        ops = _validated(source, _edn_ops(source, missing_time=None, int_keys=False))
     else:
         raise ValueError(f"unknown history format {fmt!r} (expected auto or one of {FORMATS})")
     if not ops:
         raise HistoryError(source, 1, EMPTY)
+    return ops
+
+
+def read_queue_ops(path: str | os.PathLike[str], fmt: str = "auto") -> list[Op]:
+    """All ops of a queue-workload history in one of QUEUE_FORMATS (or "auto"), validated
+    as a history and micro-op by micro-op; an empty file has none."""
+    source = os.fspath(path)
+    if fmt == "auto":
+        first = _first_text(source)
+        if first is None:
+            return []
+        fmt = detect_format(source)
+        if fmt not in QUEUE_FORMATS:
+            raise HistoryError(source, first, f"{fmt} is not a queue history format "
+                                              f"(expected one of {', '.join(QUEUE_FORMATS)})")
+    if fmt == "jsonl":
+        numbered: Iterable[tuple[int, Op]] = read_numbered_history(source)
+    elif fmt == "edn":
+        numbered = _validating(source, _edn_ops(source, missing_time=0, int_keys=True))
+    else:
+        raise ValueError(f"unknown queue history format {fmt!r} "
+                         f"(expected auto or one of {QUEUE_FORMATS})")
+    ops = []
+    for line, op in numbered:
+        try:
+            events_of(op.index, op.time, op.type, op.process, op.f, op.value, op.extra)
+        except ValueError as error:
+            raise HistoryError(source, line, str(error)) from None
+        ops.append(op)
     return ops
 
 
@@ -99,6 +148,14 @@ def _first_line(source: str) -> tuple[int, str]:
             if text:
                 return number, text
     raise HistoryError(source, 1, EMPTY)
+
+
+def _first_text(source: str) -> int | None:
+    """The number of the first non-blank line, None if there is none."""
+    try:
+        return _first_line(source)[0]
+    except HistoryError:
+        return None
 
 
 def _lines(source: str) -> Iterator[tuple[int, str]]:
@@ -114,12 +171,14 @@ def _lines(source: str) -> Iterator[tuple[int, str]]:
 
 
 def _validated(source: str, numbered: Iterable[tuple[int, Op]]) -> list[Op]:
+    return [op for _, op in _validating(source, numbered)]
+
+
+def _validating(source: str, numbered: Iterable[tuple[int, Op]]) -> Iterator[tuple[int, Op]]:
     validator = HistoryValidator(source)
-    ops = []
     for line, op in numbered:
         validator.check(op, line)
-        ops.append(op)
-    return ops
+        yield line, op
 
 
 def _etcd_ops(source: str) -> Iterator[tuple[int, Op]]:
@@ -252,8 +311,14 @@ def _unquote(quoted: str) -> str:
 edn_format.add_tag("jepsen.history.Op", lambda fields: fields)
 
 
-def _edn_ops(source: str) -> Iterator[tuple[int, Op]]:
-    """Ops of a Jepsen EDN history (one map per line, or a vector of maps)."""
+def _edn_ops(source: str, *, missing_time: int | None,
+             int_keys: bool) -> Iterator[tuple[int, Op]]:
+    """Ops of a Jepsen EDN history (one map per line, or a vector or list of maps).
+
+    A missing `:index` is the op's position; a missing `:time` is `missing_time`, or
+    the index when that is None. Integer map keys stay integers with `int_keys`,
+    else become strings as in JSON.
+    """
     try:
         with open(source, encoding="utf-8") as file:
             text = file.read()
@@ -272,16 +337,17 @@ def _edn_ops(source: str) -> Iterator[tuple[int, Op]]:
     for position, (item, number) in enumerate(zip(items, lines, strict=True)):
         if not isinstance(item, Mapping):
             raise HistoryError(source, number, f"expected an EDN map, got {_edn_text(item)}")
-        fields = {_json_key(key): _json_value(source, number, value) for key, value in item.items()}
+        fields = {_field_name(source, number, key): _json_value(source, number, value, int_keys)
+                  for key, value in item.items()}
         fields.setdefault("index", position)
-        fields.setdefault("time", fields["index"])
+        fields.setdefault("time", fields["index"] if missing_time is None else missing_time)
         yield number, op_from_json(fields, source, number)
 
 
 def _edn_error(text: str, error: Exception) -> tuple[int, str]:
     """The first line that fails to parse on its own, else line 1, and the reason."""
     for number, line in enumerate(text.splitlines(), 1):
-        if line.strip() and not line.lstrip().startswith(("[", "]")):
+        if line.strip() and not line.lstrip().startswith(("[", "]", "(", ")")):
             try:
                 edn_format.loads_all(line, write_ply_tables=False)
             except Exception as line_error:  # same as above
@@ -324,23 +390,38 @@ def _element_lines(text: str, depth: int) -> list[int]:
     return starts
 
 
-def _json_key(key: Any) -> str:
+def _map_key(key: Any, int_keys: bool) -> str | int:
+    """An EDN map key: keywords and symbols become their names, integers stay integers
+    with `int_keys`, anything else becomes its JSON text."""
+    if isinstance(key, str) or (int_keys and isinstance(key, int) and not isinstance(key, bool)):
+        return key
+    if isinstance(key, edn_format.Keyword | edn_format.Symbol):
+        return key.name
+    try:
+        return json.dumps(_plain(key), sort_keys=True)
+    except TypeError:
+        raise ValueError(f"EDN map key {_edn_text(key)} has no JSON form") from None
+
+
+def _field_name(source: str, number: int, key: Any) -> str:
+    """The name of an op's field: a keyword (a symbol or a string will do)."""
     if isinstance(key, str):
         return key
     if isinstance(key, edn_format.Keyword | edn_format.Symbol):
         return key.name
-    return json.dumps(_plain(key), sort_keys=True)
+    raise HistoryError(source, number, f"op field names must be keywords, got {_edn_text(key)}")
 
 
-def _json_value(source: str, number: int, value: Any) -> Any:
+def _json_value(source: str, number: int, value: Any, int_keys: bool) -> Any:
     try:
-        return _plain(value)
+        return _plain(value, int_keys)
     except ValueError as error:
         raise HistoryError(source, number, str(error)) from None
 
 
-def _plain(value: Any) -> Any:
-    """An EDN value as a JSON value: keywords and symbols become their names."""
+def _plain(value: Any, int_keys: bool = False) -> Any:
+    """An EDN value as a JSON value: keywords and symbols become their names (integer
+    map keys stay integers with `int_keys`)."""
     if value is None or isinstance(value, bool | int | str):
         return value
     if isinstance(value, float):
@@ -350,11 +431,11 @@ def _plain(value: Any) -> Any:
     if isinstance(value, edn_format.Keyword | edn_format.Symbol):
         return value.name
     if isinstance(value, Mapping):
-        return {_json_key(key): _plain(item) for key, item in value.items()}
+        return {_map_key(key, int_keys): _plain(item, int_keys) for key, item in value.items()}
     if isinstance(value, list | tuple | edn_format.ImmutableList):
-        return [_plain(item) for item in value]
+        return [_plain(item, int_keys) for item in value]
     if isinstance(value, frozenset | set):
-        return sorted((_plain(item) for item in value), key=json.dumps)
+        return sorted((_plain(item, int_keys) for item in value), key=json.dumps)
     if isinstance(value, decimal.Decimal | fractions.Fraction):
         return float(value)
     if isinstance(value, datetime.date | datetime.datetime):
@@ -362,7 +443,7 @@ def _plain(value: Any) -> Any:
     if isinstance(value, uuid.UUID):
         return str(value)
     if isinstance(value, edn_format.MetadataValue):
-        return _plain(value.value)
+        return _plain(value.value, int_keys)
     raise ValueError(f"EDN value {_edn_text(value)} has no JSON form")
 
 

@@ -313,7 +313,10 @@ _DECODER = json.JSONDecoder(parse_constant=_reject_constant)
 
 
 def op_from_line(raw: bytes, path: str, line: int) -> Op:
-    """The op of one non-blank JSONL line, or HistoryError naming `path` and `line`."""
+    """The op of one non-blank JSONL line (its newline may be left on), or HistoryError
+    naming `path` and `line`."""
+    if raw.endswith(b"\n"):
+        raw = raw[:-1]
     try:
         obj = _DECODER.decode(raw.decode("utf-8"))
     except UnicodeDecodeError as error:

@@ -164,6 +164,8 @@ def events_of(index: int, when: int, kind: str, process: Any, f: str, value: Any
             if len(micro) != 3:
                 raise ValueError(f"send micro-op must be [send, key, value], got {micro!r}")
             key, payload = normalise_key(micro[1]), micro[2]
+            if not isinstance(key, int | str) or isinstance(key, bool):
+                raise ValueError(f"send key must be an integer or a string, got {key!r}")
             offset = None
             if isinstance(payload, list):
                 if len(payload) != 2:

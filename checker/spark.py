@@ -40,7 +40,7 @@ from checker.checkers import (
     compose_results,
 )
 from checker.errors import HistoryError
-from checker.files import FileJob, FileResult, check_job_partition, load_job, summarise
+from checker.files import FileResult, check_job_partition, load_job, summarise
 from checker.history import (
     HistoryValidator,
     Operation,
@@ -318,7 +318,6 @@ def _deal_keys(sizes: dict[Any, int], count: int) -> dict[Any, int]:
 
 __all__ = [
     "DEFAULT_MASTER",
-    "FileJob",
     "check_files_on_spark",
     "check_history_on_spark",
     "queue_analysis_on_spark",

@@ -1,11 +1,27 @@
-"""The checker protocol: verdict merging, composition, crash safety, result JSON."""
+"""The checker protocol: verdict merging, composition, crash safety, result JSON, and
+checkers that work from the queue analysis."""
 
 from __future__ import annotations
 
 import json
 
-from checker.checkers import Anomaly, Result, check_safe, compose, condense, merge_valid
-from checker.queue import QueueChecker
+import pytest
+
+from checker.acks import AcksChecker
+from checker.checkers import (
+    AnalysisChecker,
+    Anomaly,
+    Result,
+    check_analysis_safe,
+    check_safe,
+    compose,
+    condense,
+    merge_valid,
+)
+from checker.elections import ElectionChecker
+from checker.files import FileJob, exit_code, summarise
+from checker.linearizability import PartitionResult
+from checker.queue import QueueChecker, analyse
 from tests.support.queue_histories import Builder
 
 
@@ -60,3 +76,68 @@ def test_condense_keeps_all_up_to_32_then_8():
     assert condense([{"i": i} for i in range(33)]).examples == [{"i": i} for i in range(8)]
     sampled = condense([{"i": i} for i in range(9)], count=100)
     assert sampled == Anomaly(100, [{"i": i} for i in range(8)])
+
+
+def test_queue_acks_and_election_checkers_are_analysis_checkers():
+    for checker in (QueueChecker(), AcksChecker(), ElectionChecker()):
+        assert isinstance(checker, AnalysisChecker)
+    assert not isinstance(Fixed(True), AnalysisChecker)
+    with pytest.raises(TypeError, match="abstract"):
+        AnalysisChecker()
+
+    class WithoutAnalysis(AnalysisChecker):
+        pass
+
+    with pytest.raises(TypeError, match="check_analysis"):
+        WithoutAnalysis()
+
+
+def test_an_analysis_checker_checks_a_history_through_its_analysis():
+    b = Builder()
+    b.send(0, 1, 10, kind="fail")
+    b.poll(5, {1: [(0, 10)]})
+    given = []
+
+    class Recording(AnalysisChecker):
+        def check_analysis(self, test, analysis, opts):
+            given.append(analysis)
+            return Result(not analysis.anomalies)
+
+    assert Recording().check({}, b.ops, {}).valid is False
+    assert set(given[0].anomalies) == {"G1a"}
+    ready = analyse([])
+    assert Recording().check({}, b.ops, {"queue_analysis": ready}).valid is True
+    assert given[1] is ready
+    by_history = QueueChecker().check({}, b.ops, {})
+    by_analysis = QueueChecker().check_analysis({}, analyse(b.ops), {})
+    assert (by_history.valid, by_history.anomalies) == (by_analysis.valid, by_analysis.anomalies)
+
+
+def test_check_analysis_safe_turns_a_crash_into_unknown():
+    class Crashing(AnalysisChecker):
+        def check_analysis(self, test, analysis, opts):
+            raise ValueError("bad analysis")
+
+    result = check_analysis_safe(Crashing(), {}, analyse([]), {})
+    assert result.valid == "unknown"
+    assert result.error.startswith("ValueError: bad analysis at ")
+    assert check_analysis_safe(QueueChecker(), {}, analyse([]), {}).valid is True
+
+
+def _partition(valid):
+    return PartitionResult(partition=repr(valid), ops=1, valid=valid, seconds=0.0)
+
+
+@pytest.mark.parametrize(("verdicts", "merged", "code"), [
+    ([], True, 0),
+    ([True, True], True, 0),
+    ([True, "unknown"], "unknown", 2),
+    (["unknown", False, True], False, 1),
+])
+def test_file_verdicts_and_exit_codes_merge_as_merge_valid(verdicts, merged, code):
+    job = FileJob(path="h", model="kv", ops=len(verdicts))
+    result = summarise(job, [_partition(v) for v in verdicts], complete=True)
+    assert result.valid == merged == merge_valid(verdicts)
+    assert exit_code([result]) == code
+    errored = summarise(FileJob(path="e", error="boom"), [], complete=True)
+    assert errored.valid is None and exit_code([result, errored]) == 3

@@ -1,18 +1,23 @@
-"""Queue, acks and election checkers through Spark give the local results."""
+"""Queue, acks and election checkers through Spark give the local results, and reject a
+malformed history as `read_history` does."""
 
 from __future__ import annotations
 
+import bisect
 import json
 
 import pytest
 
+from checker import spark as spark_module
 from checker.acks import AcksChecker
-from checker.checkers import Result, compose
+from checker.checkers import AnalysisChecker, Result, compose
 from checker.elections import ElectionChecker
 from checker.errors import HistoryError
+from checker.formats import read_queue_ops
 from checker.history import load_history
-from checker.queue import QueueChecker
+from checker.queue import QueueAnalysis, QueueChecker
 from checker.spark import check_history_on_spark
+from tests.checker.interleaved import MALFORMED, interleaved, malformed, write_history
 from tests.support.queue_histories import INJECTIONS, Builder, inject, simulate
 
 pytestmark = pytest.mark.spark
@@ -82,3 +87,102 @@ def test_an_empty_history_is_valid(tmp_path, spark):
     path = tmp_path / "empty.jsonl"
     path.write_text("")
     assert check_history_on_spark(spark, TEST, path, checkers()).valid is True
+
+
+def test_a_composed_checker_gives_the_composed_result_of_its_checkers(tmp_path, spark):
+    b = simulate(7, 200, keys=4)
+    inject(b, "lost-write", key="k0")
+    path = write(tmp_path, b)
+    nested = compose({"queue": QueueChecker(),
+                      "more": compose({"acks": AcksChecker(), "elections": ElectionChecker()})})
+    on_spark = check_history_on_spark(spark, TEST, path, nested)
+    by_mapping = check_history_on_spark(spark, TEST, path, dict(nested.checkers))
+    local = nested.check(TEST, load_history(path), {})
+    assert without_seconds(on_spark.to_json()) == without_seconds(local.to_json())
+    assert without_seconds(by_mapping.to_json()) == without_seconds(local.to_json())
+    assert on_spark.valid is False
+    assert set(on_spark.checkers["more"].checkers) == {"acks", "elections"}
+
+
+def test_analysis_checkers_get_the_analysis_and_others_the_history(tmp_path, spark):
+    seen = {}
+
+    class FromAnalysis(AnalysisChecker):
+        def check(self, test, history, opts):
+            raise AssertionError("an AnalysisChecker is given the analysis, not the history")
+
+        def check_analysis(self, test, analysis, opts):
+            seen["analysis"] = analysis
+            return Result(True, stats=dict(analysis.stats))
+
+    class LooksLikeOne:
+        """Has check_analysis, but is not an AnalysisChecker: a plain checker."""
+
+        def check_analysis(self, test, analysis, opts):
+            raise AssertionError("only AnalysisCheckers are given the analysis")
+
+        def check(self, test, history, opts):
+            return Result(True, stats={"ops": len(history)})
+
+    class Crashing(AnalysisChecker):
+        def check_analysis(self, test, analysis, opts):
+            raise RuntimeError("boom")
+
+    b = simulate(5, 40)
+    result = check_history_on_spark(spark, TEST, write(tmp_path, b), {
+        "analysis": FromAnalysis(), "plain": LooksLikeOne(), "crashing": Crashing()})
+    assert isinstance(seen["analysis"], QueueAnalysis)
+    assert result.checkers["analysis"].stats["sends"] == seen["analysis"].stats["sends"] > 0
+    assert result.checkers["plain"].stats == {"ops": len(b.ops)}
+    assert result.checkers["crashing"].valid == "unknown"
+    assert result.checkers["crashing"].error.startswith("RuntimeError: boom")
+    assert result.valid == "unknown"
+
+
+@pytest.mark.parametrize("name", MALFORMED)
+def test_malformed_histories_fail_as_read_history_across_small_ranges(tmp_path, spark,
+                                                                       monkeypatch, name):
+    """The sequential reference is read_history; for a malformed micro-op, which only the
+    queue analysis reads, it is read_queue_ops (read_history, then each op's micro-ops)."""
+    path = malformed(tmp_path / "history.jsonl", name)
+    monkeypatch.setattr(spark_module, "RANGE_BYTES", 1024)
+    assert len(spark_module._byte_ranges(str(path), 1)) >= 10
+    with pytest.raises(HistoryError) as sequential:
+        if name == "bad micro-op":
+            load_history(path)
+            read_queue_ops(path, "jsonl")
+        else:
+            load_history(path)
+    with pytest.raises(HistoryError) as on_spark:
+        check_history_on_spark(spark, TEST, path, checkers())
+    assert on_spark.value.path == str(path)
+    assert (on_spark.value.line, on_spark.value.reason) == (sequential.value.line,
+                                                            sequential.value.reason)
+
+
+def test_a_violation_spanning_ranges_names_the_completion_line(tmp_path, spark, monkeypatch):
+    """Process 0 invokes in one range and completes with another f several ranges later."""
+    ops = interleaved(3, 160)
+    invoke = next(i for i, op in enumerate(ops) if op["type"] == "invoke" and op["process"] == 0)
+    done = next(j for j in range(invoke + 1, len(ops)) if ops[j]["process"] == 0)
+    ops[done]["f"] = "poll" if ops[done]["f"] == "send" else "send"
+    path = write_history(tmp_path / "history.jsonl", ops)
+    monkeypatch.setattr(spark_module, "RANGE_BYTES", 256)
+    firsts = [first for *_, first in spark_module._byte_ranges(str(path), 1)]
+    assert bisect.bisect_right(firsts, invoke + 1) < bisect.bisect_right(firsts, done + 1)
+    with pytest.raises(HistoryError) as sequential:
+        load_history(path)
+    with pytest.raises(HistoryError) as on_spark:
+        check_history_on_spark(spark, TEST, path, checkers())
+    assert on_spark.value.line == sequential.value.line == done + 1
+    assert on_spark.value.reason == sequential.value.reason
+    assert "but process 0 invoked" in on_spark.value.reason
+
+
+def test_a_valid_history_in_many_ranges_gives_the_one_range_result(tmp_path, spark,
+                                                                     monkeypatch):
+    path = write_history(tmp_path / "history.jsonl", interleaved(9, 300), blank_every=5)
+    whole = check_history_on_spark(spark, TEST, path, checkers())
+    monkeypatch.setattr(spark_module, "RANGE_BYTES", 512)
+    cut = check_history_on_spark(spark, TEST, path, checkers())
+    assert without_seconds(cut.to_json()) == without_seconds(whole.to_json())
