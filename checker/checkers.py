@@ -12,6 +12,7 @@ error. A Result serialises to the shape of DESIGN.md, "Checker results".
 
 from __future__ import annotations
 
+import contextlib
 import time
 import traceback
 from abc import ABC, abstractmethod
@@ -174,13 +175,20 @@ def _describe(error: BaseException) -> str:
 
 @dataclass(frozen=True)
 class Composed:
-    """Several named checkers run as one; each is run with `check_safe`."""
+    """Several named checkers run as one; each is run with `check_safe`. The queue
+    analysis is computed once for all the AnalysisCheckers among them."""
 
     checkers: Mapping[str, Checker]
 
     def check(self, test: Mapping[str, Any], history: Sequence[Op],
               opts: Mapping[str, Any]) -> Result:
         started = time.monotonic()
+        if opts.get("queue_analysis") is None and sum(
+                isinstance(c, AnalysisChecker) for c in self.checkers.values()) > 1:
+            from checker.queue import analyse  # checker.queue imports this module
+
+            with contextlib.suppress(Exception):  # each checker then reports the error itself
+                opts = {**opts, "queue_analysis": analyse(history)}
         results = {name: check_safe(c, test, history, opts) for name, c in self.checkers.items()}
         return compose_results(results, time.monotonic() - started)
 

@@ -148,14 +148,6 @@ def check_files(
     return results
 
 
-def exit_code(results: Sequence[FileResult]) -> int:
-    """0 all linearizable, 1 one is not, 2 one is unknown, 3 an input error."""
-    if any(r.error for r in results):
-        return 3
-    verdict = merge_valid(r.valid for r in results)
-    return {True: 0, False: 1}.get(verdict, 2)
-
-
 def _partition_json(result: PartitionResult) -> dict[str, Any]:
     body: dict[str, Any] = {
         "partition": result.partition,

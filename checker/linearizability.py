@@ -39,12 +39,11 @@ from __future__ import annotations
 import time
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any
 
+from checker.checkers import Verdict, merge_valid
 from checker.history import Operation
 from checker.models import Model
-
-Verdict = bool | Literal["unknown"]
 
 DEFAULT_BUDGET_SECONDS = 60.0
 DEFAULT_MAX_CONFIGURATIONS = 2_000_000
@@ -111,8 +110,9 @@ class PartitionResult:
 
 
 @dataclass(frozen=True)
-class Result:
-    """The verdict over all partitions: false beats unknown beats true."""
+class SearchResult:
+    """The search's verdict over all partitions (`merge_valid` of theirs); a checker wraps
+    it in `checker.checkers.Result`."""
 
     valid: Verdict
     partitions: list[PartitionResult] = field(default_factory=list)
@@ -120,14 +120,6 @@ class Result:
 
 class _BudgetExhausted(Exception):
     pass
-
-
-def merge_verdicts(verdicts: Sequence[Verdict]) -> Verdict:
-    if any(v is False for v in verdicts):
-        return False
-    if any(v == "unknown" for v in verdicts):
-        return "unknown"
-    return True
 
 
 def partitions_of(model: Model, ops: Sequence[Operation]) -> dict[Hashable, list[Operation]]:
@@ -143,7 +135,7 @@ def check_operations(
     *,
     complete: bool = False,
     budget: Budget | None = None,
-) -> Result:
+) -> SearchResult:
     """Check every partition; stop at the first invalid one unless `complete`."""
     results = []
     for key, part in sorted(partitions_of(model, ops).items(), key=lambda kv: repr(kv[0])):
@@ -151,7 +143,7 @@ def check_operations(
         results.append(result)
         if result.valid is False and not complete:
             break
-    return Result(merge_verdicts([r.valid for r in results]), results)
+    return SearchResult(merge_valid(r.valid for r in results), results)
 
 
 def check_partition(

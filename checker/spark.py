@@ -61,7 +61,8 @@ Unit = tuple[int, str, Hashable, list[Operation]]
 def spark_session(master: str = DEFAULT_MASTER, app_name: str = "kchaos") -> Iterator[Any]:
     """A Spark session with `checker` shipped to its executors.
 
-    Stopped on exit unless it was already running (then the caller that started it owns it).
+    A session that was already running is reused as it is (the caller that started it
+    shipped `checker` and stops it); otherwise it is stopped on exit.
     """
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
@@ -78,14 +79,16 @@ def spark_session(master: str = DEFAULT_MASTER, app_name: str = "kchaos") -> Ite
         .config("spark.python.worker.reuse", "true")
         .getOrCreate()
     )
+    if already_running:
+        yield session
+        return
     session.sparkContext.setLogLevel("ERROR")
     with tempfile.TemporaryDirectory(prefix="kchaos-spark-") as scratch:
         session.sparkContext.addPyFile(_zip_package(Path(scratch)))
         try:
             yield session
         finally:
-            if not already_running:
-                session.stop()
+            session.stop()
 
 
 def _zip_package(directory: Path) -> str:

@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
-__all__ = ["ERROR", "INVALID", "UNKNOWN", "VALID", "for_verdict"]
+from checker.checkers import merge_valid
+from checker.files import FileResult
+
+__all__ = ["ERROR", "INVALID", "UNKNOWN", "VALID", "for_files", "for_verdict"]
 
 VALID = 0
 INVALID = 1
@@ -19,3 +23,11 @@ def for_verdict(valid: Any) -> int:
     if valid is False:
         return INVALID
     return UNKNOWN
+
+
+def for_files(results: Iterable[FileResult]) -> int:
+    """3 when any file could not be checked, else the merged verdict's code."""
+    results = list(results)
+    if any(result.error for result in results):
+        return ERROR
+    return for_verdict(merge_valid(result.valid for result in results))

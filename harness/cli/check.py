@@ -12,9 +12,10 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from checker.checkers import Result, merge_valid
+from checker.checkers import Result
 from checker.errors import HistoryError
 from checker.files import FORMAT_NAMES, MODEL_NAMES, FileResult, check_files
+from checker.formats import QUEUE_FORMATS
 from checker.linearizability import DEFAULT_BUDGET_SECONDS, DEFAULT_MAX_CONFIGURATIONS, Budget
 from checker.registry import NEED_NODE_LOGS, checker_names, composed
 from harness import exit_codes
@@ -52,7 +53,7 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
     bare.add_argument("--checker", metavar="A,B,...",
                       help="checkers to run (default: the workload's, except those that read "
                            "the nodes' logs of a run folder, such as elections)")
-    bare.add_argument("--format", choices=FORMAT_NAMES, default="auto",
+    bare.add_argument("--format", choices=("auto", *QUEUE_FORMATS), default="auto",
                       help="history format (default %(default)s: by content)")
     add_arguments(bare.add_argument_group("the contract the history is checked against"),
                   _contract_options())
@@ -195,9 +196,7 @@ def _check_lin(args: argparse.Namespace) -> int:
     if args.json:
         args.json.write_text(json.dumps({"files": [r.to_json() for r in results]}, indent=1,
                                         default=repr) + "\n")
-    if any(result.error for result in results):
-        return exit_codes.ERROR
-    return exit_codes.for_verdict(merge_valid(result.valid for result in results))
+    return exit_codes.for_files(results)
 
 
 _ROW = "{:<40} {:>7} {:>10} {:<9} {:>9}"

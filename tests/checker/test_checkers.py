@@ -19,9 +19,10 @@ from checker.checkers import (
     merge_valid,
 )
 from checker.elections import ElectionChecker
-from checker.files import FileJob, exit_code, summarise
+from checker.files import FileJob, summarise
 from checker.linearizability import PartitionResult
 from checker.queue import QueueChecker, analyse
+from harness.exit_codes import for_files
 from tests.support.queue_histories import Builder
 
 
@@ -138,6 +139,6 @@ def test_file_verdicts_and_exit_codes_merge_as_merge_valid(verdicts, merged, cod
     job = FileJob(path="h", model="kv", ops=len(verdicts))
     result = summarise(job, [_partition(v) for v in verdicts], complete=True)
     assert result.valid == merged == merge_valid(verdicts)
-    assert exit_code([result]) == code
+    assert for_files([result]) == code
     errored = summarise(FileJob(path="e", error="boom"), [], complete=True)
-    assert errored.valid is None and exit_code([result, errored]) == 3
+    assert errored.valid is None and for_files([result, errored]) == 3

@@ -25,60 +25,11 @@ from checker.history import (
     read_history,
     write_edn,
 )
+from tests.support.bad_histories import BAD_HISTORIES, INVOKE0, jsonl, make_op
 
 DATA = Path(__file__).parent.parent / "data" / "history"
 
 
-def _jsonl(*ops: dict) -> str:
-    return "".join(json.dumps(op) + "\n" for op in ops)
-
-
-def _op(index, kind, process, f="read", value=None, time_=None, **extra) -> dict:
-    return {"index": index, "time": index * 10 if time_ is None else time_, "type": kind,
-            "process": process, "f": f, "value": value, **extra}
-
-
-INVOKE0 = _jsonl(_op(0, "invoke", 0))
-
-BAD_HISTORIES = {
-    "invalid JSON": (INVOKE0 + '{"index": 1,\n', 2, "invalid JSON"),
-    "NaN": (INVOKE0 + '{"index": 1, "time": NaN}\n', 2, "invalid JSON: NaN"),
-    "not an object": (INVOKE0 + "[1, 2]\n", 2, "expected a JSON object, got list"),
-    "missing index": ('{"time": 0, "type": "invoke", "process": 0, "f": "read"}\n', 1,
-                      "missing field 'index'"),
-    "missing time": ('{"index": 0, "type": "invoke", "process": 0, "f": "read"}\n', 1,
-                     "missing field 'time'"),
-    "missing type": ('{"index": 0, "time": 0, "process": 0, "f": "read"}\n', 1,
-                     "missing field 'type'"),
-    "missing process": ('{"index": 0, "time": 0, "type": "invoke", "f": "read"}\n', 1,
-                        "missing field 'process'"),
-    "missing f": ('{"index": 0, "time": 0, "type": "invoke", "process": 0}\n', 1,
-                  "missing field 'f'"),
-    "index not an integer": (_jsonl({**_op(0, "invoke", 0), "index": "0"}), 1, "field 'index'"),
-    "negative time": (_jsonl(_op(0, "invoke", 0, time_=-1)), 1, "field 'time'"),
-    "float time": (_jsonl(_op(0, "invoke", 0, time_=1.5)), 1, "field 'time'"),
-    "type not a string": (_jsonl(_op(0, 3, 0)), 1, "field 'type' must be a string"),
-    "process boolean": (_jsonl(_op(0, "invoke", True)), 1, "field 'process'"),
-    "process float": (_jsonl(_op(0, "invoke", 1.5)), 1, "field 'process'"),
-    "empty f": (_jsonl(_op(0, "invoke", 0, f="")), 1, "field 'f'"),
-    "unknown type": (INVOKE0 + _jsonl(_op(1, "done", 0)), 2, "unknown type 'done'"),
-    "index gap": (INVOKE0 + _jsonl(_op(2, "ok", 0)), 2, "index 2 where 1 was expected"),
-    "index not from 0": (_jsonl(_op(1, "invoke", 0)), 1, "index 1 where 0 was expected"),
-    "completion without invoke": (INVOKE0 + _jsonl(_op(1, "ok", 1)), 2,
-                                  "ok completion of 'read' by process 1 without an open invoke"),
-    "nemesis ok without invoke": (_jsonl(_op(0, "ok", "nemesis", f="kill")), 1,
-                                  "without an open invoke"),
-    "invoke twice": (INVOKE0 + _jsonl(_op(1, "invoke", 0, f="write", value=1)), 2,
-                     "process 0 invokes 'write' while its 'read' (index 0) has not completed"),
-    "invoke after info": (INVOKE0 + _jsonl(_op(1, "info", 0), _op(2, "invoke", 0)), 3,
-                          "process 0 invokes again after an info completion"),
-    "f differs": (INVOKE0 + _jsonl(_op(1, "ok", 0, f="write")), 2,
-                  "ok completion has f 'write' but process 0 invoked 'read'"),
-    "completion before invoke": (
-        _jsonl(_op(0, "invoke", 0, time_=50), _op(1, "ok", 0, time_=40)), 2,
-        "completion time 40 is before its invoke's time 50",
-    ),
-}
 
 
 @pytest.mark.parametrize("name", sorted(BAD_HISTORIES))
@@ -106,7 +57,7 @@ def test_reader_rejects_non_utf8(tmp_path):
 
 def test_reader_streams_up_to_the_first_error(tmp_path):
     path = tmp_path / "history.jsonl"
-    path.write_text(INVOKE0 + "not json\n" + _jsonl(_op(2, "ok", 0)))
+    path.write_text(INVOKE0 + "not json\n" + jsonl(make_op(2, "ok", 0)))
     ops = read_history(path)
     assert next(ops).index == 0
     with pytest.raises(HistoryError, match=r":2: invalid JSON"):
@@ -115,7 +66,7 @@ def test_reader_streams_up_to_the_first_error(tmp_path):
 
 def test_reader_keeps_physical_line_numbers_across_blank_lines(tmp_path):
     path = tmp_path / "history.jsonl"
-    path.write_text(INVOKE0 + "\n   \n" + _jsonl(_op(1, "ok", 1)))
+    path.write_text(INVOKE0 + "\n   \n" + jsonl(make_op(1, "ok", 1)))
     with pytest.raises(HistoryError) as caught:
         load_history(path)
     assert caught.value.line == 4
@@ -138,12 +89,12 @@ def test_reader_fields_value_and_extra(tmp_path):
 
 def test_nemesis_info_ops_stand_alone_and_may_pair(tmp_path):
     path = tmp_path / "history.jsonl"
-    path.write_text(_jsonl(
-        _op(0, "info", "nemesis", f="start-partition", value={"n1": ["n2"]}),
-        _op(1, "invoke", "nemesis", f="kill"),
-        _op(2, "info", "nemesis", f="kill", value={"n2": "killed"}),
-        _op(3, "info", "nemesis", f="kill"),
-        _op(4, "invoke", "nemesis", f="kill"),
+    path.write_text(jsonl(
+        make_op(0, "info", "nemesis", f="start-partition", value={"n1": ["n2"]}),
+        make_op(1, "invoke", "nemesis", f="kill"),
+        make_op(2, "info", "nemesis", f="kill", value={"n2": "killed"}),
+        make_op(3, "info", "nemesis", f="kill"),
+        make_op(4, "invoke", "nemesis", f="kill"),
     ))
     assert len(load_history(path)) == 5
     assert pair_operations(load_history(path)) == []

@@ -23,8 +23,8 @@ from checker.history import (
 )
 from checker.queue import RESET
 from checker.spark import META, _merge_meta, _parse_ranges
-from tests.checker.interleaved import MALFORMED, interleaved, malformed, write_history
-from tests.checker.test_history import BAD_HISTORIES
+from tests.support.bad_histories import BAD_HISTORIES
+from tests.support.interleaved import MALFORMED, interleaved, malformed, write_history
 
 
 def ranges_at(path: Path, cuts: list[int]) -> list[tuple[str, int, int, int]]:

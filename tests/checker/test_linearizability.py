@@ -7,10 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from checker.files import check_files, exit_code
+from checker.files import check_files
 from checker.history import Operation
 from checker.linearizability import Budget, check_operations
 from checker.models import CAS_REGISTER, KV, REGISTER
+from harness.exit_codes import for_files
 
 DATA = Path(__file__).parent.parent / "data" / "porcupine"
 
@@ -111,6 +112,6 @@ def test_exit_codes_follow_the_worst_result():
     ok = check_files([str(DATA / "kv" / "c01-ok.txt")])
     bad = check_files([str(DATA / "kv" / "c01-bad.txt")])
     empty = check_files([str(DATA / "jepsen" / "etcd_095.log")])
-    assert exit_code(ok) == 0
-    assert exit_code(ok + bad) == 1
-    assert exit_code(ok + bad + empty) == 3
+    assert for_files(ok) == 0
+    assert for_files(ok + bad) == 1
+    assert for_files(ok + bad + empty) == 3

@@ -17,7 +17,7 @@ from checker.formats import read_queue_ops
 from checker.history import load_history
 from checker.queue import QueueAnalysis, QueueChecker
 from checker.spark import check_history_on_spark
-from tests.checker.interleaved import MALFORMED, interleaved, malformed, write_history
+from tests.support.interleaved import MALFORMED, interleaved, malformed, write_history
 from tests.support.queue_histories import INJECTIONS, Builder, inject, simulate
 
 pytestmark = pytest.mark.spark
