@@ -24,7 +24,7 @@ from harness.control import Process, Remote
 from harness.db.files import put_text
 from harness.db.processes import ServiceProcesses
 
-__all__ = ["BrokerSet", "metadata", "parse_overrides", "server_properties"]
+__all__ = ["BrokerSet", "metadata", "server_properties"]
 
 CLIENT_PORT = 9092
 CONTROL_PORT = 9093
@@ -50,17 +50,6 @@ def server_properties(broker_id: int, address: str, zookeeper_connect: str, log_
     }
     properties.update(overrides or {})
     return "".join(f"{key}={value}\n" for key, value in properties.items())
-
-
-def parse_overrides(items: Iterable[str]) -> dict[str, str]:
-    """`["key=value", ...]` from the command line; raises ValueError on a malformed item."""
-    overrides = {}
-    for item in items:
-        key, sep, value = item.partition("=")
-        if not sep or not key.strip():
-            raise ValueError(f"expected KEY=VALUE, got {item!r}")
-        overrides[key.strip()] = value.strip()
-    return overrides
 
 
 def metadata(address: str, port: int = CLIENT_PORT, timeout: float = 2.0
