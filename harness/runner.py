@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
 from checker.checkers import Composed, Result
+from checker.errors import HistoryError
 from checker.history import HistoryWriter
 from checker.registry import composed
 from harness import exit_codes
@@ -94,8 +95,15 @@ def check_run(run_dir: Path, spark_master: str = "local[*]",
 
     test = read_test(run_dir)
     names = test.get("checkers") or WORKLOADS[test.get("workload", "queue")].checkers
-    with spark_session(spark_master) as session:
-        results = _check(session, composed(names), run_dir, out)
+    try:
+        with spark_session(spark_master) as session:
+            results = _check(session, composed(names), run_dir, out)
+    except HistoryError as error:
+        (run_dir / RESULTS_FILE).unlink(missing_ok=True)
+        _report(run_dir.parent.parent, run_dir, out)
+        print(f"kchaos: {error}; the earlier results are removed, the report says why",
+              file=out, flush=True)
+        return RunOutcome(run_dir, exit_codes.ERROR, None)
     _report(run_dir.parent.parent, run_dir, out)
     _summarise(results, run_dir, out)
     return RunOutcome(run_dir, exit_codes.for_verdict(results.valid), results)

@@ -52,7 +52,8 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
 
     status = commands.add_parser("status", help="processes, controller, partitions")
     status.add_argument("--run", metavar="PREFIX", help="which cluster (default: the only one)")
-    status.add_argument("--json", action="store_true", help="print JSON")
+    status.add_argument("--json", action="store_true",
+                        help="print JSON (errors too: {\"error\": ...})")
     status.set_defaults(handler=_status)
 
     take_down = commands.add_parser("down", help="remove clusters and leftovers (idempotent)")
@@ -135,7 +136,10 @@ def _status(args: argparse.Namespace) -> int:
     try:
         cluster = Cluster.attach(args.run)
     except (LookupError, RemoteError) as error:
-        print(f"kchaos: {error}", file=sys.stderr)
+        if args.json:
+            print(json.dumps({"error": str(error)}))
+        else:
+            print(f"kchaos: {error}", file=sys.stderr)
         return exit_codes.ERROR
     try:
         status = status_json(cluster)

@@ -163,3 +163,20 @@ def test_an_interrupt_tears_the_db_down(spark, tmp_path):
     assert outcome.exit_code == exit_codes.ERROR
     assert events == ["start", "logs", "down"]
     assert "interrupted; everything torn down" in out.getvalue()
+
+
+def test_check_of_a_malformed_history_exits_3_and_leaves_no_current_looking_results(
+        spark, tmp_path):
+    outcome = run_test(fake_test(tmp_path, []), out=io.StringIO())
+    run = outcome.run_dir
+    history = run / "history.jsonl"
+    lines = history.read_text().splitlines()
+    lines[5] = '{"index": 5, "time": 1, "type": "weird"'
+    history.write_text("\n".join(lines) + "\n")
+    out = io.StringIO()
+    again = check_run(run, "local[2]", out=out)
+    assert again.exit_code == exit_codes.ERROR and again.results is None
+    assert f"{history}:6: invalid JSON" in out.getvalue()
+    assert not (run / "results.json").exists()
+    report = (run / "report.html").read_text()
+    assert "cannot be read" in report and "VALID" not in report.replace("INVALID", "")
