@@ -58,6 +58,7 @@ __all__ = [
     "KeyReport",
     "acks_label",
     "allowed_anomalies",
+    "tolerance_reasons",
     "analyse",
     "analyse_key",
     "broker_setting",
@@ -119,6 +120,26 @@ def promises_no_loss(test: Mapping[str, Any], acks: Any = None) -> bool:
     min_isr = int(broker_setting(test, "min.insync.replicas", 1))
     unclean = flag(broker_setting(test, "unclean.leader.election.enable", False))
     return level == "all" and min_isr >= 2 and not unclean
+
+
+def tolerance_reasons(test: Mapping[str, Any]) -> list[str]:
+    """The settings of this test that make it tolerate anomalies, as `name=value` phrases."""
+    reasons = []
+    level = acks_label(test.get("acks"))
+    if level != "all":
+        reasons.append(f"acks={level}")
+    min_isr = int(broker_setting(test, "min.insync.replicas", 1))
+    if min_isr < 2:
+        reasons.append(f"min.insync.replicas={min_isr}")
+    if flag(broker_setting(test, "unclean.leader.election.enable", False)):
+        reasons.append("unclean.leader.election.enable=true")
+    if test.get("idempotence") is False:
+        reasons.append("idempotence off")
+    if test.get("subscribe"):
+        reasons.append("consumer groups (rebalances)")
+    if test.get("final_reads") is False:
+        reasons.append("no final reads")
+    return reasons
 
 
 def allowed_anomalies(test: Mapping[str, Any]) -> frozenset[str]:
@@ -586,7 +607,13 @@ class QueueChecker(AnalysisChecker):
         found = set(analysis.anomalies)
         stats = {**analysis.stats, "unseen-over-time": analysis.unseen_over_time,
                  "unseen-at-end": analysis.unseen_over_time[-1][1]
-                 if analysis.unseen_over_time else 0}
+                 if analysis.unseen_over_time else 0,
+                 "lost-writes": sorted(
+                     ([loss["key"], loss["witness"].get("value"), loss["witness"].get("offset")]
+                      for loss in analysis.losses if loss["kind"] == "lost-write"),
+                     key=repr)}
+        if found & tolerated:
+            stats["allowed-because"] = tolerance_reasons(test)
         return Result(
             valid=not (found - tolerated),
             anomalies=dict(analysis.anomalies),

@@ -34,7 +34,7 @@ from harness.progress import ProgressPrinter
 from harness.store import create_run, read_test, write_json
 from nemesis.package import Package
 from reports.layout import HISTORY_FILE, LOG_FILE, NODES_DIR, RESULTS_FILE, TEST_FILE
-from reports.summary import summary_lines
+from reports.summary import headline, summary_lines
 from workloads import generator as gen
 from workloads.final import final_phase
 from workloads.part import WorkloadContext
@@ -201,7 +201,8 @@ def _check(session: Any, checker: Composed, run_dir: Path, out: TextIO) -> Resul
     started = time.monotonic()
     results = check_history_on_spark(session, read_test(run_dir), run_dir / HISTORY_FILE,
                                      checker.checkers, {"store_dir": str(run_dir)})
-    write_json(run_dir / RESULTS_FILE, results.to_json())
+    body = results.to_json()
+    write_json(run_dir / RESULTS_FILE, {**body, "summary": headline(body)})
     print(f"kchaos: checked in {time.monotonic() - started:.1f} s", file=out, flush=True)
     return results
 

@@ -23,6 +23,7 @@ from reports.linearizability import counterexamples, render_counterexamples
 from reports.logs import LogView, write_log_views
 from reports.plots import Plot, Span, client_spans, write_plots
 from reports.run import Run, load_run, nemesis_periods
+from reports.summary import headline
 from reports.timeline import write_timeline
 
 __all__ = ["Report", "verdict_label", "write_report"]
@@ -104,22 +105,7 @@ class _Page:
     # --- banner ---------------------------------------------------------------------------
 
     def _verdict_reason(self) -> str:
-        verdict = self.run.verdict
-        if verdict is None:
-            return "the checkers did not run (no results.json)"
-        failing = [name for name, c in self.checkers.items() if c.get("valid") is False]
-        unknown = [name for name, c in self.checkers.items()
-                   if c.get("valid") not in (True, False)]
-        if verdict is True:
-            return "no anomalies found"
-        if verdict is False:
-            kinds = sorted({kind for name in failing for kind in
-                            (self.checkers[name].get("anomalies") or {})
-                            if kind not in (self.checkers[name].get("allowed") or [])})
-            if not kinds:
-                return f"failed: {', '.join(failing)}"
-            return f"anomalies found by {', '.join(failing)}: {', '.join(kinds)}"
-        return f"{', '.join(unknown) or 'a checker'} could not decide"
+        return headline(self.run.results)
 
     def _subtitle(self) -> str:
         run = self.run
@@ -251,7 +237,9 @@ class _Page:
                          witness.get("kind"), blame,
                          self._log_links(None if first is None else first.time)])
         shown = element("p", f"{len(losses)} lost writes shown (of {max(total, len(losses))} "
-                             "counted; the checkers keep up to 32 witnesses per type).",
+                             "counted): every witness when a type has at most 32, else the "
+                             "first 8; results.json lists every lost write (the queue "
+                             "checker's stats, lost-writes: key, value, offset).",
                         class_="muted")
         return join([shown, table(["key", "value", "offset", "acknowledged at (s)", "kind",
                                    "election", "logs"], rows)])

@@ -23,7 +23,7 @@ from harness.config import ConfigError
 from harness.db.kchaos import KchaosOptions
 from harness.options import Declared, add_arguments, declared, typed
 from reports.layout import resolve_run
-from reports.summary import summary_lines
+from reports.summary import headline, summary_lines
 from workloads.registry import WORKLOADS
 
 __all__ = ["add_commands"]
@@ -163,7 +163,9 @@ def _finish(results: Result, json_path: Path | None, seconds: float) -> int:
         print(line)
     print(f"kchaos: checked in {seconds:.1f} s")
     if json_path is not None:
-        json_path.write_text(json.dumps(results.to_json(), indent=1, default=repr) + "\n")
+        body = results.to_json()
+        json_path.write_text(json.dumps({**body, "summary": headline(body)}, indent=1,
+                                        default=repr) + "\n")
         print(f"kchaos: results in {json_path}")
     return exit_codes.for_verdict(results.valid)
 
