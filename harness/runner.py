@@ -154,6 +154,8 @@ def _run_workload(test: Test, record: dict[str, Any], db: RunningDB, run_dir: Pa
                   f"with faults: {', '.join(faults.faults) or 'none'}", file=out, flush=True)
             with ProgressPrinter(interpreter.progress.snapshot, test.time_limit):
                 interpreter.run(generator)
+            write_json(run_dir / TEST_FILE, {**record, "start_wall_ms": clock.start_wall_ms,
+                                             "final_reads": True})
         finally:
             faults.nemesis.teardown(db)
         with contextlib.suppress(Exception):

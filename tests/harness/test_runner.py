@@ -118,7 +118,7 @@ def test_a_run_of_fake_parts_is_stored_checked_and_reported(spark, tmp_path):
     test = json.loads((run / "test.json").read_text())
     assert test["db"] == "fake" and test["workload"] == "memory" and test["seed"] == 7
     assert test["checkers"] == ["queue", "acks"] and test["cluster_prefix"] == "kcfake"
-    assert test["acks"] == "all" and "start_wall_ms" in test
+    assert test["acks"] == "all" and "start_wall_ms" in test and test["final_reads"] is True
     ops = load_history(run / "history.jsonl")
     assert any(op.process == "nemesis" and op.f in ("kill", "pause") for op in ops)
     assert [op.f for op in ops if op.process == "nemesis"][-1] == "heal"
@@ -163,6 +163,7 @@ def test_an_interrupt_tears_the_db_down(spark, tmp_path):
     assert outcome.exit_code == exit_codes.ERROR
     assert events == ["start", "logs", "down"]
     assert "interrupted; everything torn down" in out.getvalue()
+    assert json.loads((outcome.run_dir / "test.json").read_text())["final_reads"] is False
 
 
 def test_check_of_a_malformed_history_exits_3_and_leaves_no_current_looking_results(
