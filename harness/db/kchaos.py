@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from broker.config import BrokerConfig
+from broker.config import ConfigError as BrokerConfigError
+from harness.db.brokers import server_properties
 from harness.db.cluster import Cluster, ClusterSpec
 from harness.db.part import DBContext, DBKind
 
@@ -45,7 +49,10 @@ class KchaosDB:
 
 
 def build(options: KchaosOptions, context: DBContext) -> KchaosDB:
-    """ValueError when the nodes cannot hold the ensemble (e.g. co-located, too few)."""
+    """ValueError when the nodes cannot hold the ensemble (e.g. co-located, too few) or a
+    broker property is unknown or malformed (the broker's own parser judges them before
+    anything starts)."""
+    check_broker_config(options.broker_config, context.nodes)
     return KchaosDB(ClusterSpec(
         brokers=context.nodes, zookeepers=options.zookeepers, colocate=options.colocate,
         broker_config=dict(options.broker_config), backend=context.backend.backend,
@@ -53,3 +60,14 @@ def build(options: KchaosOptions, context: DBContext) -> KchaosDB:
 
 
 KIND = DBKind(KchaosOptions, build)
+
+
+def check_broker_config(overrides: Mapping[str, str], nodes: int) -> None:
+    """ValueError naming the property when the broker would refuse `overrides`."""
+    text = server_properties(1, "127.0.0.1", "127.0.0.1:2181", "/tmp/kchaos-check", nodes,
+                             overrides)
+    try:
+        BrokerConfig.from_text(text, "broker_config")
+    except BrokerConfigError as error:
+        raise ValueError(re.sub(r"^broker_config:\d+: ", "broker_config: ", str(error))) \
+            from error

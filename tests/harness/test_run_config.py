@@ -166,3 +166,21 @@ def test_store_layout_and_latest_links(tmp_path):
 
 def test_test_config_defaults_match_load_config():
     assert TestConfig() == load_config()
+
+
+@pytest.mark.parametrize(("overrides", "message"), [
+    (["no.such.key=1"], "broker_config: unknown property 'no.such.key'"),
+    (["min.insync.replicas=two"], "broker_config: min.insync.replicas='two' is malformed"),
+    (["unclean.leader.election.enable=maybe"], "unclean.leader.election.enable='maybe'"),
+])
+def test_broker_properties_are_judged_by_the_brokers_parser_before_anything_starts(
+        overrides, message):
+    with pytest.raises(ConfigError, match=message):
+        build_test(load_config(None, {"broker_config": overrides}))
+
+
+def test_a_wrong_type_in_the_toml_broker_config_is_refused_before_anything_starts(tmp_path):
+    toml = tmp_path / "bad.toml"
+    toml.write_text('[broker_config]\n"log.segment.bytes" = "big"\n')
+    with pytest.raises(ConfigError, match="log.segment.bytes='big' is malformed"):
+        build_test(load_config(toml))
