@@ -114,7 +114,7 @@ def check_run(run_dir: Path, spark_master: str = "local[*]",
 
 def _run_db_phase(test: Test, record: dict[str, Any], run_dir: Path, out: TextIO) -> None:
     started = time.monotonic()
-    with test.db.start() as db:
+    with test.db.start(run_dir / NODES_DIR) as db:
         print(f"kchaos: {test.db.name} up in {time.monotonic() - started:.1f} s: "
               f"{db.bootstrap_servers}", file=out, flush=True)
         log.info("db %s up: %s", db.prefix, db.processes())

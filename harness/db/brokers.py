@@ -21,7 +21,7 @@ from kafka.protocol.metadata import MetadataRequest, MetadataResponse
 from kazoo.client import KazooClient
 
 from harness.control import Process, Remote
-from harness.db.files import put_text
+from harness.db.files import ServiceExited, last_error_line, put_text
 from harness.db.processes import ServiceProcesses
 
 __all__ = ["BrokerSet", "metadata", "server_properties"]
@@ -203,7 +203,8 @@ class BrokerSet(ServiceProcesses):
         while (problem := self.healthy(nodes)) is not None:
             for node in nodes or self.nodes:
                 if node in self.processes and not self.running(node):
-                    raise RuntimeError(f"broker on {node} exited; see {self.log_files(node)}")
+                    line = last_error_line(self.remote, node, self.log_files(node)[0])
+                    raise ServiceExited(f"broker on {node} exited: {line or 'its log is empty'}")
             if time.monotonic() > deadline:
                 raise TimeoutError(f"brokers not healthy after {timeout:g} s: {problem}")
             time.sleep(0.05)

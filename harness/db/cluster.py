@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import sys
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
@@ -33,6 +34,7 @@ from harness.db.zookeeper import ZooKeeperEnsemble, ZooKeeperSettings
 __all__ = ["Cluster", "ClusterSpec", "down"]
 
 CLUSTER_FILE = "cluster.json"
+log = logging.getLogger(__name__)
 SERVICES = ("broker", "zookeeper")
 
 
@@ -103,15 +105,17 @@ class Cluster:
 
     @classmethod
     def up(cls, spec: ClusterSpec, state_root: Path | None = None, timeout: float = 60.0,
-           remote: Remote | None = None) -> Cluster:
+           remote: Remote | None = None, logs_dest: Path | None = None) -> Cluster:
         """Provision (or take over `remote`, a backend with `state_dir`, `detach()` and
         `destroy()`), start ZooKeeper then the brokers, wait until healthy. On any failure
-        or interrupt, everything made so far is removed before the exception propagates."""
+        or interrupt, the node logs are copied to `logs_dest` (when given), then everything
+        made so far is removed before the exception propagates."""
         remote = remote or backends.provision(
             spec.backend, spec.options, spec.nodes,
             lambda inventory: sum(_inventory_roles(spec, inventory), ()), state_root)
         prefix = remote.state_dir.name
         workdir = f"{spec.base_dir}/{prefix}"
+        log.info("cluster %s: nodes provisioned, work directory %s", prefix, workdir)
         try:
             broker_nodes, zookeeper_nodes = _roles(spec, remote)
             ensemble = ZooKeeperEnsemble(remote, zookeeper_nodes, workdir, spec.zookeeper)
@@ -126,6 +130,9 @@ class Cluster:
             cluster.save()
             brokers.wait_healthy(timeout=timeout)
         except BaseException:
+            if logs_dest is not None:
+                with contextlib.suppress(Exception):
+                    cluster.collect_logs(logs_dest)
             with contextlib.suppress(Exception):
                 brokers.close()
             backends.destroy(prefix, remote.state_dir.parent, workdir, remote)

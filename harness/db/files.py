@@ -3,12 +3,18 @@
 from __future__ import annotations
 
 import os
+import re
 import tempfile
 from pathlib import Path
 
 from harness.control import Remote, TransferError
 
-__all__ = ["fetch", "put_text"]
+__all__ = ["ServiceExited", "fetch", "last_error_line", "put_text"]
+
+
+class ServiceExited(RuntimeError):
+    """A node's service process exited while it was being started; the message carries the
+    last error line of its log."""
 
 
 def put_text(remote: Remote, node: str, path: str, text: str) -> None:
@@ -29,3 +35,21 @@ def fetch(remote: Remote, node: str, path: str, dest: Path) -> bool:
     except TransferError:
         return False
     return True
+
+
+ERROR_LINE = re.compile(r"ERROR|FATAL|Error|Exception|error:")
+
+
+def last_error_line(remote: Remote, node: str, path: str) -> str | None:
+    """The last line of `path` on `node` that reads like an error (else its last line);
+    None when the file cannot be fetched or is empty."""
+    with tempfile.TemporaryDirectory(prefix="kchaos-log-") as scratch:
+        local = Path(scratch) / "log"
+        if not fetch(remote, node, path, local):
+            return None
+        lines = [line.strip() for line in local.read_text(errors="replace").splitlines()
+                 if line.strip()]
+    for line in reversed(lines):
+        if ERROR_LINE.search(line):
+            return line
+    return lines[-1] if lines else None

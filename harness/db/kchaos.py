@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from broker.config import BrokerConfig
@@ -41,8 +42,8 @@ class KchaosDB:
     spec: ClusterSpec
     name: str = "kchaos"
 
-    def start(self, timeout: float = 60.0) -> Cluster:
-        return Cluster.up(self.spec, timeout=timeout)
+    def start(self, logs_dest: Path | None = None, timeout: float = 60.0) -> Cluster:
+        return Cluster.up(self.spec, timeout=timeout, logs_dest=logs_dest)
 
     def describe(self) -> dict[str, Any]:
         return {"db": self.name, "broker_config": dict(self.spec.broker_config)}

@@ -1,7 +1,7 @@
 """The `db` part of a test: what the runner and the nemeses need of a system under test.
 
 A registered db (`harness.db.registry.DBS`) is a `DBKind`: its options dataclass (see
-`harness.options`) and `build(options, context) -> DB`. `DB.start()` brings the system up
+`harness.options`) and `build(options, context) -> DB`. `DB.start(logs_dest)` brings the system up
 on the test's nodes and returns a `RunningDB`, a context manager whose exit takes it down.
 Extra powers (kill, pause, stop, start a service on a node; find the controller or a
 leader through ZooKeeper) are the methods `nemesis.targets.ClusterControl` names.
@@ -40,7 +40,9 @@ class DB(Protocol):
 
     name: str
 
-    def start(self, timeout: float = 60.0) -> RunningDB: ...
+    def start(self, logs_dest: Path | None = None, timeout: float = 60.0) -> RunningDB:
+        """Up and healthy; on failure the node logs are copied to `logs_dest` first."""
+
     def describe(self) -> dict[str, Any]: ...
 
 

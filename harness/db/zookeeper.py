@@ -15,7 +15,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 
 from harness.control import Process, Remote
-from harness.db.files import put_text
+from harness.db.files import ServiceExited, last_error_line, put_text
 from harness.db.processes import ServiceProcesses
 
 __all__ = ["ZooKeeperEnsemble", "ZooKeeperSettings", "four_letter_word", "zoo_cfg"]
@@ -129,8 +129,9 @@ class ZooKeeperEnsemble(ServiceProcesses):
         while pending:
             for node in sorted(pending):
                 if not self.running(node):
-                    raise RuntimeError(f"ZooKeeper on {node} exited; see "
-                                       f"{self.log_files(node)[0]}")
+                    line = last_error_line(self.remote, node, self.log_files(node)[0])
+                    raise ServiceExited(f"ZooKeeper on {node} exited: "
+                                        f"{line or 'its log is empty'}")
                 if self.mode(node) is not None:
                     pending.discard(node)
             if pending:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -19,8 +20,10 @@ KCHAOS = str(Path(sys.executable).parent / "kchaos")
 
 
 def leftovers(store: Path) -> dict[str, int]:
-    """What the latest run's cluster (its per-run prefix) left: namespaces and live processes."""
-    prefix = json.loads((store / "latest" / "test.json").read_text())["cluster_prefix"]
+    """What the latest run's cluster (its per-run prefix, from kchaos.log) left: namespaces,
+    links and live processes."""
+    log = (store / "latest" / "kchaos.log").read_text()
+    prefix = re.search(r"cluster (kc[0-9a-f]+): nodes provisioned", log).group(1)
     namespaces = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
     links = subprocess.run(["ip", "-o", "link"], capture_output=True, text=True).stdout
     processes = subprocess.run(["ps", "-eo", "stat,args"], capture_output=True, text=True).stdout
@@ -91,6 +94,8 @@ def test_unclean_2013_loses_acknowledged_writes_to_an_unclean_election(tmp_path)
     assert witness["election"]["partition"] == 0
     assert "unclean-election-loss" in results["elections"]["allowed"]
     assert "lost-write" in done.stdout and "unclean-election-loss" in done.stdout
+    summary = results_of(store)["summary"]
+    assert "no anomalies" not in summary and "lost-write" in summary
     assert leftovers(store) == NOTHING
 
 
@@ -118,5 +123,17 @@ def test_sigterm_tears_everything_down_and_keeps_the_history(tmp_path):
             process.wait()
     assert process.returncode == 3, output[-2000:]
     assert "interrupted" in output
+    assert json.loads((history.parent / "test.json").read_text())["final_reads"] is False
     assert history.stat().st_size > 2000
+    assert leftovers(store) == NOTHING
+
+
+def test_a_broker_that_exits_at_start_is_reported_with_its_error_and_its_log_kept(tmp_path):
+    store = tmp_path / "store"
+    done = kchaos_run(store, "--nodes", "1", "--zookeepers", "1", "--time-limit", "5",
+                      "--nemesis", "none", "--broker-config", "log.dirs=/proc/kchaos-no-such-dir")
+    assert done.returncode == 3, done.stdout[-3000:] + done.stderr[-3000:]
+    assert "broker on n1 exited: FileNotFoundError" in done.stdout
+    run = (store / "latest").resolve()
+    assert "/proc/kchaos-no-such-dir" in (run / "nodes" / "n1" / "broker.log").read_text()
     assert leftovers(store) == NOTHING

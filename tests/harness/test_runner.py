@@ -63,7 +63,7 @@ class FakeDB:
     fail_start: bool = False
     name: str = "fake"
 
-    def start(self, timeout: float = 60.0) -> FakeRunningDB:
+    def start(self, logs_dest=None, timeout: float = 60.0) -> FakeRunningDB:
         self.events.append("start")
         if self.fail_start:
             raise RuntimeError("broker on n1 exited")
