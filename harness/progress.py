@@ -20,9 +20,11 @@ def describe(snapshot: Mapping[str, Any], time_limit: float) -> str:
     remaining = max(0.0, time_limit - elapsed)
     phase = f"{remaining:4.0f}s left" if remaining > 0 else "final phase"
     faults = ", ".join(f"{f} {value}" for f, value in snapshot["faults"].items()) or "none"
+    clients = snapshot.get("client_log_lines")
+    logged = f"  client log lines {clients} (clients.log)" if clients else ""
     return (f"[{elapsed:5.0f}s, {phase}] {snapshot['ops_per_second']:6.1f} ops/s  "
             f"ok {snapshot['ok']}  fail {snapshot['fail']}  info {snapshot['info']}  "
-            f"faults: {faults}")
+            f"faults: {faults}{logged}")
 
 
 class ProgressPrinter:

@@ -33,9 +33,17 @@ from harness.db.part import RunningDB
 from harness.progress import ProgressPrinter
 from harness.store import create_run, read_test, write_json
 from nemesis.package import Package
-from reports.layout import HISTORY_FILE, LOG_FILE, NODES_DIR, RESULTS_FILE, TEST_FILE
+from reports.layout import (
+    CLIENT_LOG_FILE,
+    HISTORY_FILE,
+    LOG_FILE,
+    NODES_DIR,
+    RESULTS_FILE,
+    TEST_FILE,
+)
 from reports.summary import headline, summary_lines
 from workloads import generator as gen
+from workloads.client import CLIENT_LOGGERS
 from workloads.final import final_phase
 from workloads.part import WorkloadContext
 from workloads.registry import WORKLOADS
@@ -152,7 +160,10 @@ def _run_workload(test: Test, record: dict[str, Any], db: RunningDB, run_dir: Pa
             print(f"kchaos: {test.time_limit:g} s of the {test.workload.name} workload "
                   f"({_describe(workload.test_fields)}, {workload.concurrency} threads) "
                   f"with faults: {', '.join(faults.faults) or 'none'}", file=out, flush=True)
-            with ProgressPrinter(interpreter.progress.snapshot, test.time_limit):
+            with _client_logs(run_dir / CLIENT_LOG_FILE) as client_lines, \
+                    ProgressPrinter(lambda: {**interpreter.progress.snapshot(),
+                                             "client_log_lines": client_lines.count},
+                                    test.time_limit):
                 interpreter.run(generator)
             write_json(run_dir / TEST_FILE, {**record, "start_wall_ms": clock.start_wall_ms,
                                              "final_reads": True})
@@ -286,6 +297,40 @@ def _run_log(path: Path) -> Iterator[None]:
     finally:
         root.removeHandler(handler)
         root.setLevel(previous)
+        handler.close()
+
+
+class _LineCounter(logging.Handler):
+    """Counts the records it sees (for the progress line)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.count = 0
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.count += 1
+
+
+@contextlib.contextmanager
+def _client_logs(path: Path) -> Iterator[_LineCounter]:
+    """The client libraries' logs go to `path`, not the terminal nor kchaos.log."""
+    handler = logging.FileHandler(path)
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    counter = _LineCounter()
+    loggers = [logging.getLogger(name) for name in CLIENT_LOGGERS]
+    previous = [(logger.propagate, logger.level) for logger in loggers]
+    for logger in loggers:
+        logger.addHandler(handler)
+        logger.addHandler(counter)
+        logger.propagate = False
+        logger.setLevel(logging.INFO)
+    try:
+        yield counter
+    finally:
+        for logger, (propagate, level) in zip(loggers, previous, strict=True):
+            logger.removeHandler(handler)
+            logger.removeHandler(counter)
+            logger.propagate, logger.level = propagate, level
         handler.close()
 
 

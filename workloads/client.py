@@ -72,6 +72,13 @@ def outcome(error: str, *, retried: bool = False) -> Literal["fail", "info"]:
     return "fail"
 
 
+# Client libraries log under these loggers (librdkafka through confluent-kafka's `logger`
+# setting, kafka-python through its own), never to the terminal: the runner sends them to
+# the run folder's clients.log.
+CLIENT_LOGGERS = ("kchaos.clients", "kafka")
+LIBRDKAFKA_LOGGER = "kchaos.clients.librdkafka"
+
+
 @dataclass(frozen=True, kw_only=True)
 class ClientOptions:
     """What a Kafka client of the queue workload needs: where, which topic, how each key

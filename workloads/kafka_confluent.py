@@ -10,6 +10,7 @@ client last read; `poll` returns what one poll brings, by key. `crash` completes
 
 from __future__ import annotations
 
+import logging
 import time
 import uuid
 from collections.abc import Mapping
@@ -26,6 +27,7 @@ from confluent_kafka import (
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from workloads.client import (
+    LIBRDKAFKA_LOGGER,
     Delivery,
     QueueClient,
     completed,
@@ -61,6 +63,7 @@ class ConfluentClient(QueueClient):
             "reconnect.backoff.max.ms": 1000,
             "socket.timeout.ms": max(1000, int(self.options.op_timeout * 1000)),
             "log_level": 3,
+            "logger": logging.getLogger(LIBRDKAFKA_LOGGER),
         }
 
     def _producer_config(self) -> dict[str, Any]:
@@ -91,7 +94,8 @@ class ConfluentClient(QueueClient):
     def setup(self, test: Any) -> None:
         """Create the topic (partitions = keys) and wait until every partition has a leader."""
         options = self.options
-        admin = AdminClient({"bootstrap.servers": ",".join(options.bootstrap_servers)})
+        admin = AdminClient({"bootstrap.servers": ",".join(options.bootstrap_servers),
+                             "logger": logging.getLogger(LIBRDKAFKA_LOGGER)})
         count = max(options.key_partitions.values()) + 1
         future = admin.create_topics([NewTopic(options.topic, count, options.replication_factor)],
                                      operation_timeout=30)[options.topic]

@@ -59,6 +59,8 @@ def test_safe_configuration_under_partition_kill_and_pause_is_valid(tmp_path):
     for name in ("test.json", "history.jsonl", "results.json", "report.html", "kchaos.log"):
         assert (run / name).is_file(), name
     assert (run / "nodes" / "n1" / "server.log").is_file()
+    assert "%3|" not in done.stdout + done.stderr, "librdkafka logged to the terminal"
+    assert (run / "clients.log").is_file()
     assert (run / "nodes" / "z1" / "zookeeper.log").is_file()
     test = json.loads((run / "test.json").read_text())
     assert test["seed"] == 3 and test["start_wall_ms"] > 0
