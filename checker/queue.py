@@ -44,7 +44,7 @@ import re
 import time
 from collections import defaultdict
 from collections.abc import Hashable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from checker.checkers import AnalysisChecker, Anomaly, Result, condense
@@ -58,6 +58,7 @@ __all__ = [
     "KeyReport",
     "acks_label",
     "allowed_anomalies",
+    "judged",
     "tolerance_reasons",
     "analyse",
     "analyse_key",
@@ -597,12 +598,39 @@ def analyse(history: Iterable[Op], source: str = "<history>") -> QueueAnalysis:
     return analysis
 
 
+def judged(test: Mapping[str, Any], analysis: QueueAnalysis) -> QueueAnalysis:
+    """The analysis as this test can judge it: without final reads (`final_reads` false, e.g.
+    an interrupted run), a write never read is `unseen`, not lost, however far other reads
+    got; a write read and then overwritten stays lost."""
+    if test.get("final_reads", True) is not False:
+        return analysis
+    moved = [loss for loss in analysis.losses
+             if loss["kind"] == "lost-write" and "overwritten-by" not in loss["witness"]]
+    if not moved:
+        return analysis
+    losses = [{**loss, "kind": "unseen"} if any(loss is m for m in moved) else loss
+              for loss in analysis.losses]
+    anomalies = dict(analysis.anomalies)
+    for kind in ("lost-write", "unseen"):
+        witnesses = sorted((loss["witness"] for loss in losses if loss["kind"] == kind),
+                           key=lambda w: (w["ops"], repr(w["key"])))
+        count = (anomalies[kind].count if kind in anomalies else 0) + \
+            (len(moved) if kind == "unseen" else -len(moved))
+        if count:
+            anomalies[kind] = condense(witnesses, count)
+        else:
+            anomalies.pop(kind, None)
+    return replace(analysis, anomalies={k: anomalies[k] for k in ANOMALIES if k in anomalies},
+                   losses=losses)
+
+
 class QueueChecker(AnalysisChecker):
     """Jepsen's Kafka queue anomalies; found anomalies fail unless the test allows them."""
 
     def check_analysis(self, test: Mapping[str, Any], analysis: QueueAnalysis,
                        opts: Mapping[str, Any]) -> Result:
         started = time.monotonic()
+        analysis = judged(test, analysis)
         tolerated = allowed_anomalies(test)
         found = set(analysis.anomalies)
         stats = {**analysis.stats, "unseen-over-time": analysis.unseen_over_time,

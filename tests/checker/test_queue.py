@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from checker.acks import AcksChecker
 from checker.errors import HistoryError
 from checker.history import load_history
 from checker.queue import (
@@ -76,6 +77,32 @@ def test_unseen_is_counted_over_time_and_allowed_without_final_reads():
     relaxed = QueueChecker().check({**SAFE, "final_reads": False}, b.ops, {})
     assert relaxed.valid is True and relaxed.allowed == ["unseen"]
     assert relaxed.stats["unseen-at-end"] == 1
+
+
+def test_without_final_reads_a_write_never_read_is_unseen_not_lost():
+    b = Builder()
+    b.send(0, 1, 10, 0)
+    b.send(0, 1, 11, 1)
+    b.send(0, 1, 12, 2)
+    b.poll(5, {1: [(2, 12)]})
+    assert QueueChecker().check(SAFE, b.ops, {}).anomalies["lost-write"].count == 2
+    interrupted = {**SAFE, "final_reads": False}
+    relaxed = QueueChecker().check(interrupted, b.ops, {})
+    assert "lost-write" not in relaxed.anomalies and relaxed.anomalies["unseen"].count == 2
+    assert relaxed.valid is True and relaxed.allowed == ["unseen"]
+    assert relaxed.stats["lost-writes"] == []
+    acks = AcksChecker().check(interrupted, b.ops, {})
+    assert acks.valid is True and not acks.anomalies
+
+
+def test_without_final_reads_a_write_read_then_overwritten_is_still_lost():
+    b = Builder()
+    b.send(0, 1, 10, 0)
+    b.poll(5, {1: [(0, 10)]})
+    b.send(1, 1, 20, 0)
+    b.poll(6, {1: [(0, 20)]})
+    relaxed = QueueChecker().check({**SAFE, "final_reads": False}, b.ops, {})
+    assert relaxed.anomalies["lost-write"].count == 1 and relaxed.valid is False
 
 
 def test_a_value_read_then_overwritten_everywhere_is_a_lost_write():
