@@ -29,6 +29,7 @@ from harness.control import ProvisionError, Remote, backends
 from harness.control.runstate import default_state_root, write_json
 from harness.db.brokers import BrokerSet
 from harness.db.files import fetch
+from harness.db.reaper import start_reaper
 from harness.db.zookeeper import ZooKeeperEnsemble, ZooKeeperSettings
 
 __all__ = ["Cluster", "ClusterSpec", "down"]
@@ -105,11 +106,13 @@ class Cluster:
 
     @classmethod
     def up(cls, spec: ClusterSpec, state_root: Path | None = None, timeout: float = 60.0,
-           remote: Remote | None = None, logs_dest: Path | None = None) -> Cluster:
+           remote: Remote | None = None, logs_dest: Path | None = None,
+           reaper: bool = True) -> Cluster:
         """Provision (or take over `remote`, a backend with `state_dir`, `detach()` and
-        `destroy()`), start ZooKeeper then the brokers, wait until healthy. On any failure
-        or interrupt, the node logs are copied to `logs_dest` (when given), then everything
-        made so far is removed before the exception propagates."""
+        `destroy()`), start the reaper (`harness.db.reaper`: it takes the cluster down if
+        this process dies without doing so), start ZooKeeper then the brokers, wait until
+        healthy. On any failure or interrupt, the node logs are copied to `logs_dest` (when
+        given), then everything made so far is removed before the exception propagates."""
         remote = remote or backends.provision(
             spec.backend, spec.options, spec.nodes,
             lambda inventory: sum(_inventory_roles(spec, inventory), ()), state_root)
@@ -117,6 +120,9 @@ class Cluster:
         workdir = f"{spec.base_dir}/{prefix}"
         log.info("cluster %s: nodes provisioned, work directory %s", prefix, workdir)
         try:
+            if reaper:
+                log.info("cluster %s: reaper pid %d", prefix,
+                         start_reaper(prefix, remote.state_dir.parent))
             broker_nodes, zookeeper_nodes = _roles(spec, remote)
             ensemble = ZooKeeperEnsemble(remote, zookeeper_nodes, workdir, spec.zookeeper)
             brokers = BrokerSet(remote, broker_nodes, workdir, ensemble.connect,

@@ -37,7 +37,7 @@ from tests.support.wire import exchange, request_frame
 
 pytestmark = [pytest.mark.cluster, pytest.mark.timeout(420)]
 
-EXAMPLES = 400
+EXAMPLES = 500
 DATA = "fuzz-data"  # the one topic the test creates on purpose
 SEEDED = 10  # records in DATA before fuzzing
 RECORDS = make_batch(values_of(3, "fuzzed"))
@@ -81,10 +81,11 @@ def list_offsets(version: int, sharp: bool):
 
 
 def metadata(version: int, sharp: bool):
-    names = ["fuzz-meta", "fm"] if sharp else [ABSENT + "meta", ABSENT + "m"]
+    # v0-v3 end with the name: most cuts fall inside it (the issue's `f`, `fu`, `fuz`)
+    name = ("fuzz-metadata-" if sharp else ABSENT) + "abcdefghijklmnopqrstuvwxyz"
     Topic = MetadataRequest.MetadataRequestTopic
     return MetadataRequest[version](
-        topics=[Topic(name=name) for name in names], allow_auto_topic_creation=True,
+        topics=[Topic(name=name)], allow_auto_topic_creation=True,
         include_cluster_authorized_operations=False, include_topic_authorized_operations=False)
 
 
@@ -139,7 +140,7 @@ def cases(draw, pairs: list[tuple[int, int]]) -> Case:
     kept = bytearray(whole)
     cut = None
     if "truncate" in mode:
-        cut = draw(st.integers(0, len(whole) - 1))
+        cut = len(whole) - draw(st.integers(1, len(whole)))  # favours dropping few bytes
         del kept[cut:]
     bits: tuple[int, ...] = ()
     if "flip" in mode and kept:

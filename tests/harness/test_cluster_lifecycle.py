@@ -71,7 +71,7 @@ def test_cli_up_status_down(tmp_path):
 def test_cluster_down_after_sigkill_of_the_harness(tmp_path):
     env = dict(os.environ, KCHAOS_STATE_DIR=str(tmp_path / "state"))
     script = ("from harness.db import Cluster, ClusterSpec\nimport time\n"
-              "c = Cluster.up(ClusterSpec(brokers=2, zookeepers=1))\n"
+              "c = Cluster.up(ClusterSpec(brokers=2, zookeepers=1), reaper=False)\n"
               "print(c.prefix, flush=True)\ntime.sleep(300)\n")
     harness = subprocess.Popen([sys.executable, "-c", script], env=env, stdout=subprocess.PIPE,
                                text=True)

@@ -139,3 +139,32 @@ def test_a_broker_that_exits_at_start_is_reported_with_its_error_and_its_log_kep
     run = (store / "latest").resolve()
     assert "/proc/kchaos-no-such-dir" in (run / "nodes" / "n1" / "broker.log").read_text()
     assert leftovers(store) == NOTHING
+
+
+def test_kill_9_of_the_harness_leaves_nothing_after_10_seconds(tmp_path):
+    store = tmp_path / "store"
+    process = subprocess.Popen([KCHAOS, "run", "--store", str(store), "--nodes", "3",
+                                "--zookeepers", "1", "--time-limit", "60", "--nemesis", "none"],
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                               start_new_session=True)
+    try:
+        deadline = time.monotonic() + 120
+        history = None
+        while time.monotonic() < deadline and history is None:
+            runs = list(store.glob("queue/2*/history.jsonl"))
+            if runs and runs[0].stat().st_size > 2000:
+                history = runs[0]
+            time.sleep(0.5)
+        assert history is not None, "the run never started writing its history"
+        process.kill()
+        process.wait()
+        killed = time.monotonic()
+        while leftovers(store) != NOTHING and time.monotonic() < killed + 10:
+            time.sleep(0.5)
+        assert leftovers(store) == NOTHING, "the reaper did not take the cluster down in 10 s"
+    finally:
+        if process.poll() is None:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait()
+    lines = history.read_text().splitlines()
+    assert len(lines) > 10 and all(json.loads(line)["index"] == i for i, line in enumerate(lines))
