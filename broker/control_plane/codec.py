@@ -127,6 +127,12 @@ class _Reader:
     def int32s(self) -> tuple[int, ...]:
         return tuple(self.int32() for _ in range(self.count()))
 
+    def done(self, value):
+        """`value`, if the frame was consumed exactly."""
+        if self.pos != len(self.data):
+            raise ValueError(f"{len(self.data) - self.pos} bytes left after the control-plane body")
+        return value
+
 
 def _write_state(w: _Writer, s: PartitionStateInfo) -> None:
     w.string(s.topic)
@@ -212,19 +218,20 @@ def decode_request(frame: bytes) -> tuple[int, Request]:
     if api_version != API_VERSION:
         raise ValueError(f"unsupported control-plane api_version {api_version}")
     if key == CONTROLLED_SHUTDOWN:
-        return correlation_id, ControlledShutdownRequest(r.int32(), r.int64())
+        return r.done((correlation_id, ControlledShutdownRequest(r.int32(), r.int64())))
     if key not in (LEADER_AND_ISR, STOP_REPLICA, UPDATE_METADATA):
         raise ValueError(f"unsupported control-plane api_key {key}")
     controller_id, controller_epoch, broker_epoch = r.int32(), r.int32(), r.int64()
     if key == STOP_REPLICA:
         delete = bool(r.int8())
         partitions = tuple((r.string(), r.int32()) for _ in range(r.count()))
-        return correlation_id, StopReplicaRequest(controller_id, controller_epoch, broker_epoch,
-                                                  delete, partitions)
+        return r.done((correlation_id, StopReplicaRequest(controller_id, controller_epoch,
+                                                          broker_epoch, delete, partitions)))
     states = tuple(_read_state(r) for _ in range(r.count()))
     brokers = tuple(_read_broker(r) for _ in range(r.count()))
     cls = LeaderAndIsrRequest if key == LEADER_AND_ISR else UpdateMetadataRequest
-    return correlation_id, cls(controller_id, controller_epoch, broker_epoch, states, brokers)
+    return r.done((correlation_id,
+                   cls(controller_id, controller_epoch, broker_epoch, states, brokers)))
 
 
 def encode_response(response: Response, correlation_id: int) -> bytes:
@@ -245,16 +252,16 @@ def decode_response(key: int, frame: bytes) -> tuple[int, Response]:
     r = _Reader(frame)
     correlation_id, error_code = r.int32(), r.int16()
     if key == UPDATE_METADATA:
-        return correlation_id, UpdateMetadataResponse(error_code)
+        return r.done((correlation_id, UpdateMetadataResponse(error_code)))
     if key == CONTROLLED_SHUTDOWN:
         remaining = tuple((r.string(), r.int32()) for _ in range(r.count()))
-        return correlation_id, ControlledShutdownResponse(error_code, remaining)
+        return r.done((correlation_id, ControlledShutdownResponse(error_code, remaining)))
     errors = {}
     for _ in range(r.count()):
         topic, partition = r.string(), r.int32()
         errors[(topic, partition)] = r.int16()
     cls = LeaderAndIsrResponse if key == LEADER_AND_ISR else StopReplicaResponse
-    return correlation_id, cls(error_code, errors)
+    return r.done((correlation_id, cls(error_code, errors)))
 
 
 async def read_frame(reader: asyncio.StreamReader) -> bytes:

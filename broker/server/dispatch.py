@@ -14,6 +14,7 @@ from broker.server.protocol import (
     APIS,
     ProtocolError,
     RequestHeader,
+    decode_request,
     encode_response,
     parse_header,
 )
@@ -79,11 +80,9 @@ class Dispatcher:
             )
             return CLOSE
         try:
-            request = api.request.decode(frame[header.body_offset :], version=version)
-        except Exception as exc:
-            log.warning(
-                "closing connection: malformed %s v%d body: %r", api.request.name, version, exc
-            )
+            request = decode_request(api, header, frame)
+        except ProtocolError as exc:
+            log.warning("closing connection: malformed %s v%d: %s", api.request.name, version, exc)
             return CLOSE
         response = await HANDLERS[header.api_key](self.context, request, version, header)
         if response is None:

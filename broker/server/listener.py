@@ -4,8 +4,9 @@ Connections are concurrent. Within one connection requests start in arrival orde
 (each becomes a task; a task runs its synchronous part, e.g. the log append, before
 the next one starts) and responses are written strictly in request order, as Kafka
 clients expect. A frame larger than `socket.request.max.bytes`, a negative size, an
-unparseable header, an unknown API or version, or a body the codec rejects closes the
-connection (after the responses already due are written); nothing crashes the broker.
+unparseable header, an unknown API or version, or a body that does not fill its frame
+exactly (`broker.server.wire`) closes the connection (after the responses already due
+are written) and is never acted on; nothing crashes the broker.
 """
 
 from __future__ import annotations

@@ -1,9 +1,9 @@
 """Kafka wire framing: request headers, the table of supported APIs, response encoding.
 
-Bodies are decoded and encoded with kafka-python's generated classes
-(`kafka.protocol`, from Kafka's JSON schemas, flexible versions included); the
-request header is parsed here with `struct` so that a malformed frame is a
-`ProtocolError`, not an exception from deep inside the codec.
+Requests are kafka-python's generated classes (`kafka.protocol`, from Kafka's JSON
+schemas, flexible versions included). Headers and bodies are decoded strictly by
+`broker.server.wire` against those schemas, so a malformed, short or over-long frame is a
+`ProtocolError` and never reaches a handler; responses are encoded by kafka-python.
 """
 
 from __future__ import annotations
@@ -33,21 +33,20 @@ from kafka.protocol.producer import (
     ProduceResponse,
 )
 
+from broker.server.wire import ProtocolError, Reader, decode_body, skip_tagged_fields
+
 __all__ = [
     "API_VERSIONS_KEY",
     "APIS",
     "Api",
     "ProtocolError",
     "RequestHeader",
+    "decode_request",
     "encode_response",
     "parse_header",
 ]
 
 API_VERSIONS_KEY = 18
-
-
-class ProtocolError(Exception):
-    """A frame that cannot be parsed; the connection is closed."""
 
 
 @dataclass(frozen=True)
@@ -87,45 +86,17 @@ class RequestHeader:
     body_offset: int
 
 
-_HEAD = struct.Struct(">hhih")
-
-
-def _skip_tagged_fields(frame: memoryview, pos: int) -> int:
-    count, pos = _read_uvarint(frame, pos)
-    for _ in range(count):
-        _, pos = _read_uvarint(frame, pos)
-        size, pos = _read_uvarint(frame, pos)
-        pos += size
-        if pos > len(frame):
-            raise ProtocolError("tagged field runs past the end of the frame")
-    return pos
-
-
-def _read_uvarint(frame: memoryview, pos: int) -> tuple[int, int]:
-    value = shift = 0
-    while True:
-        if pos >= len(frame) or shift > 28:
-            raise ProtocolError("malformed varint in request header")
-        byte = frame[pos]
-        pos += 1
-        value |= (byte & 0x7F) << shift
-        if not byte & 0x80:
-            return value, pos
-        shift += 7
-
-
 def parse_header(frame: memoryview) -> RequestHeader:
-    """Parse the request header (v1 or v2). Unknown APIs get a header with no body offset check."""
-    if len(frame) < _HEAD.size:
-        raise ProtocolError(f"frame of {len(frame)} bytes is shorter than a request header")
-    api_key, api_version, correlation_id, client_len = _HEAD.unpack_from(frame, 0)
-    pos = _HEAD.size
+    """Parse the request header (v1, or v2 with tagged fields for a flexible version of a
+    supported API); every length is checked against the frame (`broker.server.wire`)."""
+    reader = Reader(frame)
+    api_key = reader.int16("api_key")
+    api_version = reader.int16("api_version")
+    correlation_id = reader.int32("correlation_id")
+    client_len = reader.int16("client_id length")
     client_id = None
     if client_len >= 0:
-        if pos + client_len > len(frame):
-            raise ProtocolError("client_id runs past the end of the frame")
-        client_id = bytes(frame[pos : pos + client_len]).decode("utf-8", "replace")
-        pos += client_len
+        client_id = str(reader.take(client_len, "client_id"), "utf-8", "replace")
     elif client_len != -1:
         raise ProtocolError(f"negative client_id length {client_len}")
     api = APIS.get(api_key)
@@ -134,8 +105,13 @@ def parse_header(frame: memoryview) -> RequestHeader:
         and 0 <= api_version <= api.request.max_version
         and api.flexible(api_version)
     ):
-        pos = _skip_tagged_fields(frame, pos)
-    return RequestHeader(api_key, api_version, correlation_id, client_id, pos)
+        skip_tagged_fields(reader, "request header")
+    return RequestHeader(api_key, api_version, correlation_id, client_id, reader.pos)
+
+
+def decode_request(api: Api, header: RequestHeader, frame: memoryview):
+    """The request body after `header`; `ProtocolError` unless it fills the frame exactly."""
+    return decode_body(api.request, header.api_version, frame[header.body_offset :])
 
 
 def encode_response(api: Api, version: int, correlation_id: int, response) -> bytes:
