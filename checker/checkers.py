@@ -117,9 +117,11 @@ class AnalysisChecker(ABC):
               opts: Mapping[str, Any]) -> Result:
         analysis = opts.get("queue_analysis")
         if analysis is None:
-            from checker.queue import analyse  # checker.queue imports this module
+            from checker.queue import QueueBudget, analyse  # checker.queue imports us
 
-            analysis = analyse(history)
+            analysis = analyse(history, budget=QueueBudget.of(test, opts))
+        if analysis.unknown:
+            return Result("unknown", error="; ".join(analysis.unknown))
         return self.check_analysis(test, analysis, opts)
 
 
@@ -152,7 +154,10 @@ def check_safe(checker: Checker, test: Mapping[str, Any], history: Sequence[Op],
 
 def check_analysis_safe(checker: AnalysisChecker, test: Mapping[str, Any],
                         analysis: QueueAnalysis, opts: Mapping[str, Any]) -> Result:
-    """Run an AnalysisChecker on an analysis; a crash becomes an "unknown" result."""
+    """Run an AnalysisChecker on an analysis; an analysis past its budget, or a crash, is an
+    "unknown" result with the reason."""
+    if analysis.unknown:
+        return Result("unknown", error="; ".join(analysis.unknown))
     return _safely(lambda: checker.check_analysis(test, analysis, opts))
 
 
@@ -185,10 +190,11 @@ class Composed:
         started = time.monotonic()
         if opts.get("queue_analysis") is None and sum(
                 isinstance(c, AnalysisChecker) for c in self.checkers.values()) > 1:
-            from checker.queue import analyse  # checker.queue imports this module
+            from checker.queue import QueueBudget, analyse  # checker.queue imports us
 
             with contextlib.suppress(Exception):  # each checker then reports the error itself
-                opts = {**opts, "queue_analysis": analyse(history)}
+                opts = {**opts, "queue_analysis": analyse(
+                    history, budget=QueueBudget.of(test, opts))}
         results = {name: check_safe(c, test, history, opts) for name, c in self.checkers.items()}
         return compose_results(results, time.monotonic() - started)
 

@@ -54,6 +54,7 @@ from checker.history import Op
 __all__ = [
     "ANOMALIES",
     "QueueAnalysis",
+    "QueueBudget",
     "QueueChecker",
     "KeyReport",
     "acks_label",
@@ -252,6 +253,39 @@ class Write:
     atomic: bool
 
 
+@dataclass(frozen=True)
+class QueueBudget:
+    """Bounds on the queue analysis: wall seconds for all of it, and events per key (one
+    key's analysis holds all its events in memory). Past either, the checkers that use the
+    analysis answer "unknown" with the reason, never a hang or an out-of-memory kill.
+    `of(test, opts)` reads `queue_budget_seconds` and `queue_budget_key_events` from opts,
+    then from the test."""
+
+    seconds: float = 900.0
+    key_events: int = 4_000_000
+
+    @classmethod
+    def of(cls, test: Mapping[str, Any], opts: Mapping[str, Any]) -> QueueBudget:
+        seconds = opts.get("queue_budget_seconds", test.get("queue_budget_seconds"))
+        events = opts.get("queue_budget_key_events", test.get("queue_budget_key_events"))
+        return cls(cls.seconds if seconds is None else float(seconds),
+                   cls.key_events if events is None else int(events))
+
+    def deadline(self) -> float:
+        """The wall-clock time (time.time(), shared by executors) the analysis must end by."""
+        return time.time() + self.seconds
+
+    def too_many(self, key: Key, events: int) -> str | None:
+        if events <= self.key_events:
+            return None
+        return (f"key {key!r}: {events} events exceed the memory budget of {self.key_events} "
+                f"(queue_budget_key_events)")
+
+
+class _OutOfTime(Exception):
+    pass
+
+
 @dataclass
 class KeyReport:
     """What one key's analysis found; `pending` holds losses of info sends, kept only if
@@ -266,6 +300,7 @@ class KeyReport:
     unseen_deltas: dict[int, int] = field(default_factory=dict)
     acks: dict[Any, dict[str, int]] = field(default_factory=dict)
     stats: dict[str, Any] = field(default_factory=dict)
+    unknown: str | None = None
 
     def add(self, kind: str, witness: dict[str, Any]) -> None:
         self.counts[kind] = self.counts.get(kind, 0) + 1
@@ -314,9 +349,28 @@ def pair_key_events(events: list[Event]) -> tuple[list[Write], list[Event]]:
     return writes, reads
 
 
-def analyse_key(key: Key, events: list[Event],
-                resets: Mapping[Any, Sequence[int]]) -> KeyReport:
-    """Run every finder on one key's events; `resets` maps process -> sorted reset indices."""
+def analyse_key(key: Key, events: list[Event], resets: Mapping[Any, Sequence[int]],
+                budget: QueueBudget | None = None, deadline: float | None = None) -> KeyReport:
+    """Run every finder on one key's events; `resets` maps process -> sorted reset indices.
+    Past the budget (too many events, or `deadline` passed) the report is `unknown`."""
+    budget = budget or QueueBudget()
+    too_many = budget.too_many(key, len(events))
+    if too_many:
+        return KeyReport(key, unknown=too_many)
+    try:
+        return _analyse_key(key, events, resets, deadline)
+    except _OutOfTime:
+        return KeyReport(key, unknown=f"key {key!r}: the time budget of {budget.seconds:g} s "
+                                      f"was spent (queue_budget_seconds)")
+
+
+def _analyse_key(key: Key, events: list[Event], resets: Mapping[Any, Sequence[int]],
+                 deadline: float | None) -> KeyReport:
+    def in_time() -> None:
+        if deadline is not None and time.time() > deadline:
+            raise _OutOfTime
+
+    in_time()
     writes, reads = pair_key_events(events)
     report = KeyReport(key)
     offset_values: dict[int, dict[Any, int]] = {}
@@ -347,11 +401,15 @@ def analyse_key(key: Key, events: list[Event],
     offsets = sorted(offset_values)
     rank = {offset: i for i, offset in enumerate(offsets)}
 
+    in_time()
     _inconsistent_offsets(report, offset_values)
     duplicated = _duplicates(report, value_offsets)
     _aborted_reads(report, reads, writer)
+    in_time()
     _losses(report, writer, first_read, max_read, _overwritten(value_offsets, latest_read))
+    in_time()
     _poll_orders(report, reads, rank, offsets, resets)
+    in_time()
     _send_orders(report, writes, rank)
     _acks_stats(report, writes, duplicated)
     report.stats = {
@@ -530,6 +588,7 @@ class QueueAnalysis:
     unseen_over_time: list[list[int]]
     stats: dict[str, Any]
     seconds: float = 0.0
+    unknown: list[str] = field(default_factory=list)
 
 
 def fold(reports: Iterable[KeyReport]) -> QueueAnalysis:
@@ -573,10 +632,12 @@ def fold(reports: Iterable[KeyReport]) -> QueueAnalysis:
     for second in sorted(deltas):
         running += deltas[second]
         series.append([second, running])
-    return QueueAnalysis(anomalies, losses, acks, series, stats)
+    unknown = [report.unknown for report in reports if report.unknown]
+    return QueueAnalysis(anomalies, losses, acks, series, stats, unknown=unknown)
 
 
-def analyse(history: Iterable[Op], source: str = "<history>") -> QueueAnalysis:
+def analyse(history: Iterable[Op], source: str = "<history>",
+            budget: QueueBudget | None = None) -> QueueAnalysis:
     """The whole queue analysis of a history, in the calling process."""
     started = time.monotonic()
     by_key: dict[Key, list[Event]] = defaultdict(list)
@@ -593,7 +654,10 @@ def analyse(history: Iterable[Op], source: str = "<history>") -> QueueAnalysis:
                 by_key[key].append(event)
     for indices in resets.values():
         indices.sort()
-    analysis = fold(analyse_key(key, events, resets) for key, events in by_key.items())
+    budget = budget or QueueBudget()
+    deadline = budget.deadline()
+    analysis = fold(analyse_key(key, events, resets, budget, deadline)
+                    for key, events in by_key.items())
     analysis.seconds = time.monotonic() - started
     return analysis
 

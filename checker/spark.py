@@ -50,7 +50,15 @@ from checker.history import (
     op_from_line,
 )
 from checker.linearizability import Budget, PartitionResult
-from checker.queue import RESET, QueueAnalysis, analyse_key, events_of, fold
+from checker.queue import (
+    RESET,
+    KeyReport,
+    QueueAnalysis,
+    QueueBudget,
+    analyse_key,
+    events_of,
+    fold,
+)
 
 DEFAULT_MASTER = "local[*]"
 
@@ -174,7 +182,7 @@ def check_history_on_spark(
     path = os.fspath(history_path)
     timings = timings if timings is not None else {}
     started = time.monotonic()
-    analysis = queue_analysis_on_spark(session, path, timings)
+    analysis = queue_analysis_on_spark(session, path, timings, QueueBudget.of(test, opts))
     opts["queue_analysis"] = analysis
     history = functools.cache(lambda: load_history(path))
 
@@ -194,9 +202,13 @@ def check_history_on_spark(
 
 
 def queue_analysis_on_spark(session: Any, path: str,
-                            timings: dict[str, float] | None = None) -> QueueAnalysis:
-    """The queue analysis of a history file, parsed and checked key by key on executors."""
+                            timings: dict[str, float] | None = None,
+                            budget: QueueBudget | None = None) -> QueueAnalysis:
+    """The queue analysis of a history file, parsed and checked key by key on executors;
+    a key over the budget's events is not gathered at all (its report is unknown)."""
     timings = timings if timings is not None else {}
+    budget = budget or QueueBudget()
+    deadline = budget.deadline()
     started = time.monotonic()
     context = session.sparkContext
     ranges = _byte_ranges(path, 2 * context.defaultParallelism)
@@ -210,15 +222,18 @@ def queue_analysis_on_spark(session: Any, path: str,
         timings["load"] = time.monotonic() - started
         if not sizes:
             return fold([])
-        slots = _deal_keys(sizes, 2 * context.defaultParallelism)
+        refused = [KeyReport(key, unknown=budget.too_many(key, size))
+                   for key, size in sizes.items() if budget.too_many(key, size)]
+        kept = {key: size for key, size in sizes.items() if not budget.too_many(key, size)}
+        slots = _deal_keys(kept, 2 * context.defaultParallelism) if kept else {}
         shared = context.broadcast(resets)
-        reports = (
-            parsed.filter(lambda item: item[0] not in (META, RESET))
+        reports = refused + ((
+            parsed.filter(lambda item: item[0] in slots)
             .groupByKey(max(slots.values()) + 1, lambda key: slots[key])
             .map(lambda item: analyse_key(item[0], [e for part in item[1] for e in part],
-                                          shared.value))
+                                          shared.value, budget, deadline))
             .collect()
-        )
+        ) if slots else [])
         shared.unpersist()
     finally:
         parsed.unpersist()
