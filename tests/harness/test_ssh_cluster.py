@@ -137,3 +137,30 @@ def _command(pid: int) -> str:
             return cmdline.read().replace(b"\0", b" ").decode()
     except OSError:
         return ""
+
+
+def test_the_reaper_takes_an_ssh_cluster_down_after_kill_9_of_its_owner(hosts, tmp_path):
+    inventory = hosts.inventory(tmp_path / "i.toml", python=sys.executable,
+                                dir=str(tmp_path / "opt"))
+    state = tmp_path / "state"
+    script = ("import sys, time\nfrom harness.db import Cluster, ClusterSpec\n"
+              f"spec = ClusterSpec(brokers=3, zookeepers=1, broker_config={BROKER_CONFIG!r}, "
+              f"base_dir={str(tmp_path / 'work')!r}, backend='ssh', "
+              f"options={{'inventory': {str(inventory)!r}}})\n"
+              f"c = Cluster.up(spec, __import__('pathlib').Path({str(state)!r}))\n"
+              "print(c.prefix, flush=True)\ntime.sleep(300)\n")
+    owner = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
+    try:
+        prefix = owner.stdout.readline().strip()
+        assert prefix and _ours(hosts), "the cluster did not come up"
+        owner.kill()
+        owner.wait()
+        deadline = time.monotonic() + 10
+        while (_ours(hosts) or ssh_runs(state, include_owned=True)) and \
+                time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert _ours(hosts) == [] and ssh_runs(state, include_owned=True) == []
+    finally:
+        if owner.poll() is None:
+            owner.kill()
+            owner.wait()
