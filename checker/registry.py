@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 
 from checker.acks import AcksChecker
+from checker.availability import AvailabilityChecker
 from checker.checkers import Checker, Composed, compose
 from checker.elections import ElectionChecker
 from checker.linearizable import LinearizabilityChecker
@@ -17,6 +18,7 @@ CHECKERS: dict[str, Callable[[], Checker]] = {
     "acks": AcksChecker,
     "elections": ElectionChecker,
     "linearizability": LinearizabilityChecker,
+    "availability": AvailabilityChecker,
 }
 # Checkers that read the nodes' logs of a run folder (a bare history has none).
 NEED_NODE_LOGS = frozenset({"elections"})

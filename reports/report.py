@@ -4,8 +4,9 @@ A verdict banner; per checker a summary and a table of anomalies with their
 minimal witnesses (time, process, op, key, offset, value), every lost write
 with the election it is attributed to, and links into each node's log at the
 moment of the anomaly; linearizability counterexamples; the nemesis timeline;
-the plots; the test configuration and seed. Everything from a history, a log
-or the results goes through `reports.html`, which escapes it.
+write availability per fault window, key and election (when measured); the
+plots; the test configuration and seed. Everything from a history, a log or the
+results goes through `reports.html`, which escapes it.
 """
 
 from __future__ import annotations
@@ -85,6 +86,7 @@ class _Page:
             "toc": join(link(f"#{a}", t) for a, t in (
                 ("summary", "Checkers"), ("losses", "Lost writes"), ("anomalies", "Anomalies"),
                 ("linearizability", "Linearizability"), ("nemesis", "Nemesis"),
+                *((("availability", "Availability"),) if self._availability_stats() else ()),
                 ("plots", "Plots"), ("config", "Configuration"), ("logs", "Logs"),
                 ("stats", "Statistics"))),
             "problems": join(element("p", problem, class_="problem")
@@ -94,7 +96,7 @@ class _Page:
             "anomalies": self._anomalies(),
             "linearizability": render_counterexamples(counterexamples(self.run.results),
                                                       self.spans),
-            "nemesis": self._nemesis(),
+            "nemesis": join([self._nemesis(), self._availability()]),
             "plots": self._plots(plots),
             "config": self._config(),
             "logs": self._logs(),
@@ -259,6 +261,67 @@ class _Page:
         return table(["fault", "from (s)", "to (s)", "duration (s)", "targets / result",
                       "ops", "logs"], rows)
 
+    def _availability_stats(self) -> Mapping[str, Any] | None:
+        stats = (self.checkers.get("availability") or {}).get("stats")
+        return stats if isinstance(stats, Mapping) and stats else None
+
+    def _availability(self) -> Markup:
+        """The availability checker's measurements, as a section of its own (after the
+        nemesis timeline, in its slot of the page), or nothing when it did not run."""
+        stats = self._availability_stats()
+        if stats is None:
+            return Markup("")
+        overall = stats.get("overall") or {}
+        parts: list[Any] = [
+            element("h2", "Availability", id="availability"),
+            element("p", "Seconds of the client phase without an ok send: "
+                         f"{overall.get('buckets-without-ok-send')} of {overall.get('seconds')} "
+                         f"({_percent(overall.get('fraction'))})."
+                         + (f" {stats['note']}" if stats.get("note") else "")),
+        ]
+        windows = [w for w in stats.get("fault-windows") or [] if isinstance(w, Mapping)]
+        if windows:
+            rows = [[w.get("fault"), _seconds(w.get("start-s")),
+                     "never healed" if w.get("end-s") is None else _seconds(w.get("end-s")),
+                     json.dumps(w.get("value"), default=repr), w.get("buckets"),
+                     w.get("buckets-without-ok-send"), _percent(w.get("fraction"))]
+                    for w in windows]
+            for name, label in (("all-faults", "all fault seconds"),
+                                ("outside-faults", "outside faults")):
+                total = stats.get(name)
+                if isinstance(total, Mapping):
+                    rows.append([element("em", label), "", "", "", total.get("buckets"),
+                                 total.get("buckets-without-ok-send"),
+                                 _percent(total.get("fraction"))])
+            parts.append(table(["fault", "from (s)", "to (s)", "targets / result", "seconds",
+                                "without ok send", "fraction"], rows))
+        else:
+            parts.append(element("p", "No fault windows.", class_="muted"))
+        stalls = [s for s in stats.get("write-stalls") or [] if isinstance(s, Mapping)]
+        if stalls:
+            parts.append(element("h3", "Longest write stall per key"))
+            parts.append(table(["key", "stall (s)", "from (s)", "to (s)", "ok sends"],
+                               [[s.get("key"), _seconds(s.get("seconds")),
+                                 _seconds(s.get("start-s")), _seconds(s.get("end-s")),
+                                 s.get("ok-sends")] for s in stalls]))
+        failovers = [f for f in stats.get("failovers") or [] if isinstance(f, Mapping)]
+        parts.append(element("h3", "Failovers"))
+        if failovers:
+            parts.append(table(
+                ["partition", "leader", "selector", "elected at (s)", "failover (s)",
+                 "measured from"],
+                [[f"{f.get('topic')}-{f.get('partition')}",
+                  f"{f.get('old-leader')} → {f.get('new-leader')}"
+                  + (" (unclean)" if f.get("unclean") else ""), f.get("selector"),
+                  _seconds(f.get("at-s")), _seconds(f.get("seconds")), f.get("from") or "—"]
+                 for f in failovers]))
+        else:
+            logs = stats.get("event-logs")
+            parts.append(element("p", "No leader elections in the controller event logs"
+                                 f" ({logs} logs read)." if logs is not None else
+                                 "No leader elections.", class_="muted"))
+        return join(parts)
+
     def _plots(self, plots: Sequence[Plot]) -> Markup:
         if not plots:
             return element("p", "Nothing to plot (no operations).", class_="muted")
@@ -304,6 +367,14 @@ class _Page:
 def _verdict_cell(valid: Any) -> Markup:
     css, text = VERDICTS.get(valid if valid in (True, False, None) else "unknown")
     return element("span", text, class_=f"verdict-{css}")
+
+
+def _seconds(value: Any) -> str:
+    return f"{value:.3f}" if isinstance(value, int | float) else ""
+
+
+def _percent(value: Any) -> str:
+    return f"{100 * value:.1f} %" if isinstance(value, int | float) else "n/a"
 
 
 def _election_text(election: Mapping[str, Any], start_wall_ms: float | None) -> Markup:

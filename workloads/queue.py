@@ -25,7 +25,7 @@ __all__ = ["ACKS", "CHECKERS", "CLIENTS", "KIND", "QueueOptions", "SendGenerator
 
 CLIENTS = ("confluent", "kafka-python")
 ACKS = ("0", "1", "all")
-CHECKERS = ("queue", "acks", "elections")
+CHECKERS = ("queue", "acks", "elections", "availability")
 
 
 @dataclass(frozen=True, kw_only=True)

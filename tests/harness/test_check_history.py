@@ -20,7 +20,7 @@ def test_a_valid_history_is_valid_in_process(tmp_path, capsys):
     assert "kchaos: VALID" in printed
     results = json.loads(out.read_text())
     assert results["valid"] is True
-    assert set(results["checkers"]) == {"queue", "acks"}
+    assert set(results["checkers"]) == {"queue", "acks", "availability"}
 
 
 def test_a_lost_write_fails_the_safe_contract_and_is_allowed_with_acks_1(tmp_path, capsys):

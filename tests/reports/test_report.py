@@ -250,3 +250,37 @@ def test_exported_members() -> None:
 
     assert sorted(reports.__all__) == ["Report", "make_server", "write_index", "write_report"]
     assert all(hasattr(reports, name) for name in reports.__all__)
+
+
+def test_availability_section_renders_from_results(store: Path) -> None:
+    run = store / "queue-valid" / "latest"
+    plain = write_report(run).path.read_text()
+    assert 'id="availability"' not in plain
+    results = json.loads((run / "results.json").read_text())
+    results["checkers"]["availability"] = {"valid": True, "anomalies": {}, "seconds": 0.01,
+                                           "stats": {
+        "event-logs": 3,
+        "overall": {"seconds": 21, "buckets-without-ok-send": 5, "fraction": 0.238},
+        "fault-windows": [{"fault": "start-partition", "value": {"n1": ["<n2>"]},
+                           "start-s": 5.0, "end-s": 12.0, "buckets": 7,
+                           "buckets-without-ok-send": 5, "fraction": 0.714},
+                          {"fault": "pause", "value": None, "start-s": 15.0, "end-s": None,
+                           "buckets": 6, "buckets-without-ok-send": 0, "fraction": 0.0}],
+        "all-faults": {"buckets": 13, "buckets-without-ok-send": 5, "fraction": 0.385},
+        "write-stalls": [{"key": "<k>", "seconds": 5.5, "start-s": 5.51, "end-s": 11.01,
+                          "ok-sends": 31}],
+        "failovers": [{"topic": "kchaos", "partition": 1, "old-leader": 1, "new-leader": 2,
+                       "selector": "offline", "unclean": True, "at-s": 5.25,
+                       "from": "broker-change", "seconds": 0.25}]}}
+    (run / "results.json").write_text(json.dumps(results))
+    page = write_report(run).path.read_text()
+    assert 'href="#availability"' in page and "<n2>" not in page and "<k>" not in page
+    section = text_of(page[page.index('id="availability"'):page.index('id="plots"')])
+    assert "without an ok send: 5 of 21 (23.8 %)" in section
+    assert "start-partition 5.000 12.000" in " ".join(section.split())
+    assert '{"n1": ["<n2>"]} 7 5 71.4 %' in " ".join(section.split())
+    assert "never healed" in section and "all fault seconds 13 5 38.5 %" in " ".join(
+        section.split())
+    assert "<k> 5.500 5.510 11.010 31" in " ".join(section.split())
+    assert "kchaos-1 1 → 2 (unclean) offline 5.250 0.250 broker-change" in " ".join(
+        section.split())
