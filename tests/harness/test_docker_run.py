@@ -13,6 +13,7 @@ import random
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -103,3 +104,27 @@ def test_safe_run_with_partition_and_kill_faults_is_valid(docker_host, tmp_path,
     assert sum(1 for op in ops if op["type"] == "ok" and op["f"] == "send") > 100
     assert run_prefixes(tmp_path / "state", include_owned=True) == []
     assert client.api.containers(all=True, filters={"label": RUN_LABEL}) == []
+
+
+def test_the_reaper_takes_a_docker_cluster_down_after_kill_9_of_its_owner(docker_host, tmp_path):
+    base_url, image, client = docker_host
+    script = ("import time\nfrom pathlib import Path\nfrom harness.db import Cluster, ClusterSpec\n"
+              f"spec = ClusterSpec(brokers=3, zookeepers=1, backend='docker', "
+              f"options={{'base_url': {base_url!r}, 'image': {image!r}}})\n"
+              f"c = Cluster.up(spec, state_root=Path({str(tmp_path)!r}))\n"
+              "print(c.prefix, flush=True)\ntime.sleep(300)\n")
+    owner = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
+    try:
+        prefix = owner.stdout.readline().strip()
+        assert prefix and _left(client, prefix), "the cluster did not come up"
+        owner.kill()
+        owner.wait()
+        deadline = time.monotonic() + 10
+        while (_left(client, prefix) or (tmp_path / prefix).exists()) and \
+                time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert _left(client, prefix) == [] and not (tmp_path / prefix).exists()
+    finally:
+        if owner.poll() is None:
+            owner.kill()
+            owner.wait()
