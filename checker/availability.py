@@ -66,21 +66,13 @@ from typing import Any
 from checker.checkers import Result
 from checker.errors import HistoryError
 from checker.events import ControllerEvent, event_log_paths, leader_changes, read_event_logs
-from checker.history import NEMESIS, Op
+from checker.history import FAULT_STOPS, HEAL, NEMESIS, Op
 
 __all__ = ["AvailabilityChecker", "FaultWindow", "fault_windows", "failovers", "ok_sends",
            "write_stalls"]
 
 NS = 1_000_000_000
 NS_PER_MS = 1_000_000
-STOPS = {
-    "start-partition": "stop-partition",
-    "start-packet-loss": "stop-packet-loss",
-    "kill": "start",
-    "pause": "resume",
-    "pause-zookeeper": "resume-zookeeper",
-}
-HEAL = "heal"
 PLANNED = frozenset({"preferred", "reassigned", "controlled-shutdown"})
 
 FaultWindow = tuple[str, Any, int, int | None]  # fault, value, start ns, end ns (None: open)
@@ -116,7 +108,7 @@ def fault_windows(history: Iterable[Op]) -> list[FaultWindow]:
     """Fault periods from the nemesis ops, in start order; instantaneous faults left out."""
     windows: list[FaultWindow] = []
     open_faults: dict[str, tuple[int, Any]] = {}
-    stop_of = dict(STOPS)
+    stop_of = dict(FAULT_STOPS)
     for op in history:
         if op.process != NEMESIS or op.type == "invoke":
             continue

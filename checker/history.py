@@ -28,6 +28,8 @@ from typing import Any, Literal, TextIO, get_args
 from checker.errors import HistoryError
 
 __all__ = [
+    "FAULT_STOPS",
+    "HEAL",
     "NEMESIS",
     "OP_TYPES",
     "HistoryError",
@@ -51,6 +53,15 @@ __all__ = [
 OpType = Literal["invoke", "ok", "fail", "info"]
 OP_TYPES: frozenset[str] = frozenset(get_args(OpType))
 NEMESIS = "nemesis"
+# The nemesis fs of a lasting fault: the f that starts it -> the f that ends it; HEAL ends all.
+FAULT_STOPS: dict[str, str] = {
+    "start-partition": "stop-partition",
+    "start-packet-loss": "stop-packet-loss",
+    "kill": "start",
+    "pause": "resume",
+    "pause-zookeeper": "resume-zookeeper",
+}
+HEAL = "heal"
 CORE_FIELDS = ("index", "time", "type", "process", "f", "value")
 REQUIRED_FIELDS = ("index", "time", "type", "process", "f")
 FSYNC_INTERVAL_SECONDS = 0.1

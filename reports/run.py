@@ -15,19 +15,11 @@ from typing import Any
 
 from checker.errors import HistoryError
 from checker.events import ControllerEvent, event_log_paths, read_event_logs
-from checker.history import NEMESIS, Op, read_history
+from checker.history import FAULT_STOPS, HEAL, NEMESIS, Op, read_history
 from reports.layout import HISTORY_FILE, RESULTS_FILE, TEST_FILE
 
 __all__ = ["NemesisPeriod", "Run", "load_run", "nemesis_periods", "verdict_of"]
 
-STOPS = {
-    "start-partition": "stop-partition",
-    "start-packet-loss": "stop-packet-loss",
-    "kill": "start",
-    "pause": "resume",
-    "pause-zookeeper": "resume-zookeeper",
-}
-HEAL = "heal"
 LOG_SUFFIXES = (".log", ".out", ".jsonl", ".txt")
 
 
@@ -129,7 +121,7 @@ def nemesis_periods(ops: list[Op]) -> list[NemesisPeriod]:
     """Faults in force over time, from the nemesis ops (completions, or lone info ops)."""
     periods: list[NemesisPeriod] = []
     open_faults: dict[str, tuple[int, Any, list[int]]] = {}
-    stop_of = dict(STOPS)
+    stop_of = dict(FAULT_STOPS)
     for op in ops:
         if op.process != NEMESIS or op.type == "invoke":
             continue

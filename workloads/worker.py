@@ -28,21 +28,13 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from checker.history import HistoryWriter
+from checker.history import FAULT_STOPS, HEAL, HistoryWriter
 from workloads import generator as gen
 from workloads.client import Client, completed, validate
 
-__all__ = ["FAULT_STARTS", "Interpreter", "Nemesis", "NoopNemesis", "Progress"]
+__all__ = ["Interpreter", "Nemesis", "NoopNemesis", "Progress"]
 
 NS_PER_SECOND = 1_000_000_000
-# A nemesis f that starts a lasting fault -> the fs that end it ("heal" ends them all).
-FAULT_STARTS: dict[str, frozenset[str]] = {
-    "start-partition": frozenset({"stop-partition"}),
-    "start-packet-loss": frozenset({"stop-packet-loss"}),
-    "kill": frozenset({"start"}),
-    "pause": frozenset({"resume"}),
-    "pause-zookeeper": frozenset({"resume-zookeeper"}),
-}
 RATE_WINDOW_SECONDS = 5.0
 IDLE_WAIT_SECONDS = 0.05
 STOP = object()
@@ -89,13 +81,13 @@ class Progress:
         f = op.get("f")
         with self._lock:
             self.nemesis_ops += 1
-            if f == "heal":
+            if f == HEAL:
                 self.faults.clear()
-            elif f in FAULT_STARTS and not op.get("error"):
+            elif f in FAULT_STOPS and not op.get("error"):
                 self.faults[f] = op.get("value")
             else:
-                for start, stops in FAULT_STARTS.items():
-                    if f in stops:
+                for start, stop in FAULT_STOPS.items():
+                    if f == stop:
                         self.faults.pop(start, None)
 
     def snapshot(self) -> dict[str, Any]:
