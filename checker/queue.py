@@ -71,6 +71,10 @@ __all__ = [
     "promises_no_loss",
 ]
 
+# What a truncated log shows, allowed where the configuration does not promise against loss:
+# lost and unseen writes, and offsets going backwards under producers and consumers.
+TRUNCATION = frozenset({"lost-write", "unseen", "inconsistent-offsets", "nonmonotonic-send",
+                        "nonmonotonic-poll", "poll-skip"})
 ANOMALIES = (
     "lost-write", "unseen", "duplicate", "inconsistent-offsets", "G1a", "poll-skip",
     "nonmonotonic-poll", "int-poll-skip", "int-nonmonotonic-poll", "nonmonotonic-send",
@@ -124,22 +128,24 @@ def promises_no_loss(test: Mapping[str, Any], acks: Any = None) -> bool:
     return level == "all" and min_isr >= 2 and not unclean
 
 
-def tolerance_reasons(test: Mapping[str, Any]) -> list[str]:
-    """The settings of this test that make it tolerate anomalies, as `name=value` phrases."""
+def tolerance_reasons(test: Mapping[str, Any], kinds: Iterable[str]) -> list[str]:
+    """The settings of this test that allow anomalies of `kinds`, as `name=value` phrases."""
+    kinds = set(kinds)
     reasons = []
-    level = acks_label(test.get("acks"))
-    if level != "all":
-        reasons.append(f"acks={level}")
-    min_isr = int(broker_setting(test, "min.insync.replicas", 1))
-    if min_isr < 2:
-        reasons.append(f"min.insync.replicas={min_isr}")
-    if flag(broker_setting(test, "unclean.leader.election.enable", False)):
-        reasons.append("unclean.leader.election.enable=true")
-    if test.get("idempotence") is False:
+    if kinds & TRUNCATION:
+        level = acks_label(test.get("acks"))
+        if level != "all":
+            reasons.append(f"acks={level}")
+        min_isr = int(broker_setting(test, "min.insync.replicas", 1))
+        if min_isr < 2:
+            reasons.append(f"min.insync.replicas={min_isr}")
+        if flag(broker_setting(test, "unclean.leader.election.enable", False)):
+            reasons.append("unclean.leader.election.enable=true")
+    if "duplicate" in kinds and test.get("idempotence") is False:
         reasons.append("idempotence off")
-    if test.get("subscribe"):
+    if kinds & {"poll-skip", "nonmonotonic-poll"} and test.get("subscribe"):
         reasons.append("consumer groups (rebalances)")
-    if test.get("final_reads") is False:
+    if "unseen" in kinds and test.get("final_reads") is False:
         reasons.append("no final reads")
     return reasons
 
@@ -150,9 +156,7 @@ def allowed_anomalies(test: Mapping[str, Any]) -> frozenset[str]:
     if test.get("subscribe"):
         allowed |= {"poll-skip", "nonmonotonic-poll"}
     if not promises_no_loss(test):
-        # A truncated log also moves offsets backwards under producers and consumers.
-        allowed |= {"lost-write", "unseen", "inconsistent-offsets", "nonmonotonic-send",
-                    "nonmonotonic-poll", "poll-skip"}
+        allowed |= TRUNCATION
     if test.get("idempotence") is False:
         allowed.add("duplicate")
     if test.get("final_reads") is False:
@@ -705,7 +709,7 @@ class QueueChecker(AnalysisChecker):
                       for loss in analysis.losses if loss["kind"] == "lost-write"),
                      key=repr)}
         if found & tolerated:
-            stats["allowed-because"] = tolerance_reasons(test)
+            stats["allowed-because"] = tolerance_reasons(test, found & tolerated)
         return Result(
             valid=not (found - tolerated),
             anomalies=dict(analysis.anomalies),
