@@ -4,7 +4,6 @@ a real client still produces and consumes."""
 
 from __future__ import annotations
 
-import socket
 import struct
 
 import pytest
@@ -15,6 +14,7 @@ from kafka.protocol.producer import ProduceRequest
 
 from tests.support.batches import batch
 from tests.support.brokers import BrokerCluster
+from tests.support.wire import exchange, frame
 
 pytestmark = [pytest.mark.cluster, pytest.mark.timeout(300)]
 
@@ -29,33 +29,12 @@ def broker(zookeeper, tmp_path_factory):
         yield cluster
 
 
-def exchange(port: int, payload: bytes, timeout: float = 3.0) -> bytes:
-    """Send raw bytes, then read until the broker closes, times out, or stops sending."""
-    with socket.create_connection(("127.0.0.1", port), timeout=timeout) as sock:
-        try:
-            sock.sendall(payload)
-            sock.shutdown(socket.SHUT_WR)
-        except OSError:
-            return b""
-        received = b""
-        try:
-            while chunk := sock.recv(65536):
-                received += chunk
-        except (TimeoutError, ConnectionResetError):
-            pass
-        return received
-
-
 def assert_alive(port: int) -> None:
     """A well-formed Metadata request on a fresh connection still gets an answer."""
     request = MetadataRequest[1](topics=[])
     request.with_header(correlation_id=77, client_id="probe")
     reply = exchange(port, bytes(request.encode(header=True, framed=True)), timeout=10)
     assert len(reply) >= 8 and struct.unpack(">i", reply[4:8])[0] == 77
-
-
-def frame(body: bytes) -> bytes:
-    return struct.pack(">i", len(body)) + body
 
 
 @SETTINGS
