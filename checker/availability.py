@@ -66,7 +66,7 @@ from typing import Any
 from checker.checkers import Result
 from checker.errors import HistoryError
 from checker.events import ControllerEvent, event_log_paths, leader_changes, read_event_logs
-from checker.history import FAULT_STOPS, HEAL, NEMESIS, Op
+from checker.history import NEMESIS, Op, nemesis_periods
 
 __all__ = ["AvailabilityChecker", "FaultWindow", "fault_windows", "failovers", "ok_sends",
            "write_stalls"]
@@ -105,26 +105,10 @@ def _send_keys(value: Any) -> list[Any]:
 
 
 def fault_windows(history: Iterable[Op]) -> list[FaultWindow]:
-    """Fault periods from the nemesis ops, in start order; instantaneous faults left out."""
-    windows: list[FaultWindow] = []
-    open_faults: dict[str, tuple[int, Any]] = {}
-    stop_of = dict(FAULT_STOPS)
-    for op in history:
-        if op.process != NEMESIS or op.type == "invoke":
-            continue
-        f = op.f
-        if f.startswith("start-") and f not in stop_of:
-            stop_of[f] = "stop-" + f[len("start-"):]
-        closing = (list(open_faults) if f == HEAL else
-                   [start for start, stop in stop_of.items() if stop == f and start in open_faults])
-        if closing:
-            for start in closing:
-                began, value = open_faults.pop(start)
-                windows.append((start, value, began, op.time))
-        elif f in stop_of and f not in open_faults:
-            open_faults[f] = (op.time, op.value)
-    windows.extend((f, value, began, None) for f, (began, value) in open_faults.items())
-    return sorted(windows, key=lambda w: w[2])
+    """The lasting fault periods (`checker.history.nemesis_periods`), in start order;
+    instantaneous faults left out."""
+    return [(p.f, p.value, p.start, p.end) for p in nemesis_periods(list(history))
+            if not p.instantaneous]
 
 
 def _buckets(lo: float, hi: float) -> range:

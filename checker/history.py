@@ -31,6 +31,7 @@ __all__ = [
     "FAULT_STOPS",
     "HEAL",
     "NEMESIS",
+    "NemesisPeriod",
     "OP_TYPES",
     "HistoryError",
     "HistoryValidator",
@@ -41,6 +42,7 @@ __all__ = [
     "SliceState",
     "SliceValidator",
     "load_history",
+    "nemesis_periods",
     "op_from_json",
     "op_from_line",
     "pair_operations",
@@ -575,3 +577,49 @@ def _edn_string(text: str) -> str:
             lambda match: _STRING_ESCAPES.get(match.group(), f"\\u{ord(match.group()):04x}"), text
         )
     return '"' + text + '"'
+
+
+@dataclass(frozen=True)
+class NemesisPeriod:
+    """A fault in force from `start` to `end` (ns since the test started; None: never healed).
+    An instantaneous fault (restart, expire-session) has `end == start`."""
+
+    f: str
+    start: int
+    end: int | None
+    value: Any
+    ops: tuple[int, ...]
+
+    @property
+    def instantaneous(self) -> bool:
+        return len(self.ops) == 1 and self.end == self.start
+
+
+def nemesis_periods(ops: list[Op]) -> list[NemesisPeriod]:
+    """Faults in force over time, from the nemesis ops (completions, or lone info ops): a
+    lasting fault from its start op to its stop op or the next `heal`, in start order."""
+    periods: list[NemesisPeriod] = []
+    open_faults: dict[str, tuple[int, Any, list[int]]] = {}
+    stop_of = dict(FAULT_STOPS)
+    for op in ops:
+        if op.process != NEMESIS or op.type == "invoke":
+            continue
+        f = op.f
+        if f.startswith("start-") and f not in stop_of:
+            stop_of[f] = "stop-" + f[len("start-"):]
+        starts_for_stop = [s for s, stop in stop_of.items() if stop == f and s in open_faults]
+        if f == HEAL:
+            starts_for_stop = list(open_faults)
+        if starts_for_stop:
+            for start in starts_for_stop:
+                began, value, indices = open_faults.pop(start)
+                periods.append(NemesisPeriod(start, began, op.time, value,
+                                             (*indices, op.index)))
+        elif f in stop_of:
+            if f not in open_faults:
+                open_faults[f] = (op.time, op.value, [op.index])
+        elif f != HEAL and f not in stop_of.values():
+            periods.append(NemesisPeriod(f, op.time, op.time, op.value, (op.index,)))
+    for start, (began, value, indices) in open_faults.items():
+        periods.append(NemesisPeriod(start, began, None, value, tuple(indices)))
+    return sorted(periods, key=lambda p: p.start)

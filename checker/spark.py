@@ -222,9 +222,9 @@ def queue_analysis_on_spark(session: Any, path: str,
         timings["load"] = time.monotonic() - started
         if not sizes:
             return fold([])
-        refused = [KeyReport(key, unknown=budget.too_many(key, size))
-                   for key, size in sizes.items() if budget.too_many(key, size)]
-        kept = {key: size for key, size in sizes.items() if not budget.too_many(key, size)}
+        over = {key: budget.too_many(key, size) for key, size in sizes.items()}
+        refused = [KeyReport(key, unknown=reason) for key, reason in over.items() if reason]
+        kept = {key: sizes[key] for key, reason in over.items() if not reason}
         slots = _deal_keys(kept, 2 * context.defaultParallelism) if kept else {}
         shared = context.broadcast(resets)
         reports = refused + ((

@@ -284,10 +284,15 @@ def _background_spark(master: str) -> Iterator[_BackgroundSpark]:
         spark.stop()
 
 
-@contextlib.contextmanager
-def _run_log(path: Path) -> Iterator[None]:
+def _file_handler(path: Path) -> logging.FileHandler:
     handler = logging.FileHandler(path)
     handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    return handler
+
+
+@contextlib.contextmanager
+def _run_log(path: Path) -> Iterator[None]:
+    handler = _file_handler(path)
     root = logging.getLogger()
     previous = root.level
     root.addHandler(handler)
@@ -314,8 +319,7 @@ class _LineCounter(logging.Handler):
 @contextlib.contextmanager
 def _client_logs(path: Path) -> Iterator[_LineCounter]:
     """The client libraries' logs go to `path`, not the terminal nor kchaos.log."""
-    handler = logging.FileHandler(path)
-    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    handler = _file_handler(path)
     counter = _LineCounter()
     loggers = [logging.getLogger(name) for name in CLIENT_LOGGERS]
     previous = [(logger.propagate, logger.level) for logger in loggers]

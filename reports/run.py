@@ -2,8 +2,8 @@
 
 `load_run` reads what a run folder holds and never raises on a missing or
 broken file: a harness that crashed still deserves a report, so each problem is
-kept in `Run.problems` and shown. Nemesis ops become `NemesisPeriod`s (a fault
-from its start op to its stop op or the next `heal`).
+kept in `Run.problems` and shown. Nemesis ops become `NemesisPeriod`s
+(`checker.history.nemesis_periods`).
 """
 
 from __future__ import annotations
@@ -15,24 +15,12 @@ from typing import Any
 
 from checker.errors import HistoryError
 from checker.events import ControllerEvent, event_log_paths, read_event_logs
-from checker.history import FAULT_STOPS, HEAL, NEMESIS, Op, read_history
+from checker.history import NEMESIS, NemesisPeriod, Op, nemesis_periods, read_history
 from reports.layout import HISTORY_FILE, RESULTS_FILE, TEST_FILE
 
 __all__ = ["NemesisPeriod", "Run", "load_run", "nemesis_periods", "verdict_of"]
 
 LOG_SUFFIXES = (".log", ".out", ".jsonl", ".txt")
-
-
-@dataclass(frozen=True)
-class NemesisPeriod:
-    """A fault in force from `start` to `end` (ns since the test started; None: never healed).
-    An instantaneous fault (restart, expire-session) has `end == start`."""
-
-    f: str
-    start: int
-    end: int | None
-    value: Any
-    ops: tuple[int, ...]
 
 
 @dataclass
@@ -115,32 +103,3 @@ def _node_logs(directory: Path) -> dict[str, list[Path]]:
         found[node.name] = sorted(p.relative_to(directory) for p in node.rglob("*")
                                   if p.is_file() and p.suffix in LOG_SUFFIXES)
     return found
-
-
-def nemesis_periods(ops: list[Op]) -> list[NemesisPeriod]:
-    """Faults in force over time, from the nemesis ops (completions, or lone info ops)."""
-    periods: list[NemesisPeriod] = []
-    open_faults: dict[str, tuple[int, Any, list[int]]] = {}
-    stop_of = dict(FAULT_STOPS)
-    for op in ops:
-        if op.process != NEMESIS or op.type == "invoke":
-            continue
-        f = op.f
-        if f.startswith("start-") and f not in stop_of:
-            stop_of[f] = "stop-" + f[len("start-"):]
-        starts_for_stop = [s for s, stop in stop_of.items() if stop == f and s in open_faults]
-        if f == HEAL:
-            starts_for_stop = list(open_faults)
-        if starts_for_stop:
-            for start in starts_for_stop:
-                began, value, indices = open_faults.pop(start)
-                periods.append(NemesisPeriod(start, began, op.time, value,
-                                             (*indices, op.index)))
-        elif f in stop_of:
-            if f not in open_faults:
-                open_faults[f] = (op.time, op.value, [op.index])
-        elif f != HEAL and f not in stop_of.values():
-            periods.append(NemesisPeriod(f, op.time, op.time, op.value, (op.index,)))
-    for start, (began, value, indices) in open_faults.items():
-        periods.append(NemesisPeriod(start, began, None, value, tuple(indices)))
-    return sorted(periods, key=lambda p: p.start)

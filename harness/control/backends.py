@@ -21,13 +21,14 @@ from pathlib import Path
 from typing import Any
 
 from harness.control.errors import ProvisionError, RemoteError
-from harness.control.local import LocalRemote, destroy_run, run_prefixes
+from harness.control.local import NETWORK_FILE, LocalRemote, destroy_run, run_prefixes
 from harness.control.remote import Remote
 
-__all__ = ["BACKENDS", "BackendOptions", "attach", "destroy", "provision", "runs"]
+__all__ = ["BACKENDS", "RECORD_FILES", "BackendOptions", "attach", "destroy", "provision", "runs"]
 
 BACKENDS = ("local", "ssh", "vagrant", "docker")
 SSH_STATE, DOCKER_STATE = "remote.json", "docker.json"
+RECORD_FILES = (NETWORK_FILE, SSH_STATE, DOCKER_STATE)  # one per backend kind
 
 HostPicker = Callable[[Any], Sequence[str]]
 

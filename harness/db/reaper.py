@@ -18,12 +18,12 @@ import sys
 import time
 from pathlib import Path
 
+from harness.control.backends import RECORD_FILES
 from harness.control.runstate import owner_alive
 
 __all__ = ["POLL_SECONDS", "start_reaper", "watch"]
 
 POLL_SECONDS = 0.5
-RECORDS = ("network.json", "remote.json", "docker.json")
 log = logging.getLogger(__name__)
 
 
@@ -38,7 +38,7 @@ def start_reaper(prefix: str, state_root: Path) -> int:
 
 def _owner(state_dir: Path) -> tuple[bool, dict | None]:
     """(recorded, owner): whether the run still has a record, and its owner (None: released)."""
-    for name in RECORDS:
+    for name in RECORD_FILES:
         try:
             return True, json.loads((state_dir / name).read_text()).get("owner")
         except FileNotFoundError:
