@@ -17,7 +17,7 @@ from typing import Any
 
 from harness.control.backends import BackendOptions
 from harness.db.registry import DBS
-from harness.options import ConfigError, Declared, build, declared, typed
+from harness.options import ConfigError, Declared, build, declared, layered
 from harness.scenarios import SCENARIOS
 from nemesis.package import NemesisOptions
 from workloads.registry import WORKLOADS
@@ -122,7 +122,7 @@ def load_config(toml_path: Path | None = None,
                 raise ConfigError(f"{source}: unknown key {key!r}; known keys: "
                                   f"{', '.join(sorted(known))}")
     layers.append(("command line", given))
-    run_values = _merged(layers, "run", RunOptions, known)
+    run_values = layered(declared(RunOptions), layers)
     run = build(RunOptions, run_values, _source(layers, run_values))
     scenario = SCENARIOS.get(run.scenario or "")
     if scenario is not None:
@@ -131,26 +131,10 @@ def load_config(toml_path: Path | None = None,
     chosen = sections(run.db, run.workload)
     parts: dict[str, Any] = {}
     for section, options in chosen.items():
-        values = _merged(layers, section, options, known)
+        values = layered(declared(options), layers)
         parts[section] = build(options, values, _source(layers, values))
     _refuse_foreign(layers, chosen, known)
     return TestConfig(**parts)
-
-
-def _merged(layers: list[tuple[str, dict[str, Any]]], section: str, options: type,
-            known: Mapping[str, list[tuple[str, Declared]]]) -> dict[str, Any]:
-    """The typed values of `options`' fields, layer over layer; tables merge key by key."""
-    values: dict[str, Any] = {}
-    for option in declared(options):
-        for source, layer in layers:
-            if option.name not in layer:
-                continue
-            flag_source = option.flag if source == "command line" else source
-            value = typed(option, layer[option.name], flag_source)
-            if option.kind == "mapping":
-                value = {**values.get(option.name, option.default), **value}
-            values[option.name] = value
-    return values
 
 
 def _source(layers: list[tuple[str, dict[str, Any]]], values: Mapping[str, Any]) -> str:

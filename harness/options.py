@@ -16,10 +16,11 @@ import argparse
 import dataclasses
 import types
 import typing
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-__all__ = ["ConfigError", "Declared", "add_arguments", "build", "declared", "parse_pairs", "typed"]
+__all__ = ["ConfigError", "Declared", "add_arguments", "build", "declared", "layered",
+           "parse_pairs", "typed"]
 
 
 class ConfigError(ValueError):
@@ -160,6 +161,24 @@ def typed(option: Declared, value: Any, source: str) -> Any:
             raise
     expected = "a table of KEY = VALUE" if option.kind == "mapping" else option.kind
     raise ConfigError(f"{source}: {option.name} must be {expected}, got {value!r}")
+
+
+def layered(options: Iterable[Declared],
+            layers: Sequence[tuple[str, Mapping[str, Any]]]) -> dict[str, Any]:
+    """The typed values given for `options`, layer over layer (later layers win; None is not
+    given); a bad value is blamed on its layer, or on its flag for the "command line" layer.
+    Tables merge key by key over the declared default."""
+    values: dict[str, Any] = {}
+    for option in options:
+        for source, layer in layers:
+            if layer.get(option.name) is None:
+                continue
+            blamed = option.flag if source == "command line" else source
+            value = typed(option, layer[option.name], blamed)
+            if option.kind == "mapping":
+                value = {**values.get(option.name, option.default), **value}
+            values[option.name] = value
+    return values
 
 
 def _property(value: Any) -> str:

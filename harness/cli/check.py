@@ -21,7 +21,7 @@ from checker.registry import NEED_NODE_LOGS, checker_names, composed
 from harness import exit_codes
 from harness.config import ConfigError
 from harness.db.kchaos import KchaosOptions
-from harness.options import Declared, add_arguments, declared, typed
+from harness.options import Declared, add_arguments, declared, layered
 from reports.layout import resolve_run
 from reports.summary import headline, summary_lines
 from workloads.registry import WORKLOADS
@@ -116,16 +116,9 @@ def _contract_options() -> list[Declared]:
 
 def _contract(args: argparse.Namespace) -> dict[str, Any]:
     """The test record the checkers read: acks and broker_config over the safe defaults."""
-    test: dict[str, Any] = {"workload": args.workload}
-    for option in _contract_options():
-        value = option.default
-        given = getattr(args, option.name)
-        if given is not None:
-            value = typed(option, given, option.flag)
-            if option.kind == "mapping":
-                value = {**option.default, **value}
-        test[option.name] = value
-    return test
+    options = _contract_options()
+    return {"workload": args.workload, **{option.name: option.default for option in options},
+            **layered(options, [("command line", vars(args))])}
 
 
 def _check_history(args: argparse.Namespace) -> int:

@@ -23,7 +23,7 @@ from harness.control.backends import BackendOptions
 from harness.control.inventory import load_inventory, vagrant_inventory
 from harness.control.userns import ensure_root, in_user_namespace
 from harness.db import Cluster, ClusterSpec, down
-from harness.options import add_arguments, build, declared, parse_pairs, typed
+from harness.options import add_arguments, build, declared, layered, parse_pairs
 from nemesis.targets import read_snapshot
 
 __all__ = ["add_backend_arguments", "add_commands", "backend_fields", "status_json"]
@@ -71,8 +71,7 @@ def add_backend_arguments(parser: argparse.ArgumentParser) -> None:
 def backend_fields(args: argparse.Namespace) -> dict:
     """`backend` and `options` of a ClusterSpec from `add_backend_arguments`' flags;
     raises ConfigError when a value is wrong or the backend's source of hosts is missing."""
-    values = {option.name: typed(option, getattr(args, option.name), option.flag)
-              for option in declared(BackendOptions) if getattr(args, option.name) is not None}
+    values = layered(declared(BackendOptions), [("command line", vars(args))])
     backend = build(BackendOptions, values, "command line")
     return {"backend": backend.backend, "options": backend.spec_options()}
 
