@@ -22,7 +22,8 @@ from harness.scenarios import SCENARIOS
 from nemesis.package import NemesisOptions
 from workloads.registry import WORKLOADS
 
-__all__ = ["ConfigError", "RunOptions", "TestConfig", "load_config", "sections"]
+__all__ = ["ConfigError", "RunOptions", "TestConfig", "declaring_parts", "load_config",
+           "sections"]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -93,14 +94,20 @@ def sections(db: str = "kchaos", workload: str = "queue") -> dict[str, type]:
             "workload": WORKLOADS[workload].options, "nemesis": NemesisOptions}
 
 
+def declaring_parts() -> list[tuple[str, type]]:
+    """Every registered part that declares options, by name ("run", "backend", "nemesis",
+    "db NAME", "workload NAME"), with its options dataclass."""
+    parts: list[tuple[str, type]] = [("run", RunOptions), ("backend", BackendOptions),
+                                     ("nemesis", NemesisOptions)]
+    parts += [(f"db {name}", kind.options) for name, kind in DBS.items()]
+    parts += [(f"workload {name}", kind.options) for name, kind in WORKLOADS.items()]
+    return parts
+
+
 def all_options() -> dict[str, list[tuple[str, Declared]]]:
     """Every option any registered part declares: name -> [(owner, declaration)]."""
-    owners: list[tuple[str, type]] = [("run", RunOptions), ("backend", BackendOptions),
-                                      ("nemesis", NemesisOptions)]
-    owners += [(f"db {name}", kind.options) for name, kind in DBS.items()]
-    owners += [(f"workload {name}", kind.options) for name, kind in WORKLOADS.items()]
     found: dict[str, list[tuple[str, Declared]]] = {}
-    for owner, options in owners:
+    for owner, options in declaring_parts():
         for option in declared(options):
             found.setdefault(option.name, []).append((owner, option))
     return found

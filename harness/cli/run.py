@@ -7,13 +7,9 @@ import sys
 from pathlib import Path
 
 from harness import exit_codes
-from harness.config import ConfigError, RunOptions, load_config
-from harness.control.backends import BackendOptions
-from harness.db.registry import DBS
+from harness.config import ConfigError, declaring_parts, load_config
 from harness.options import add_arguments, declared
 from harness.scenarios import SCENARIOS
-from nemesis.package import NemesisOptions
-from workloads.registry import WORKLOADS
 
 __all__ = ["add_commands", "add_part_arguments"]
 
@@ -32,13 +28,10 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
 
 
 def add_part_arguments(parser: argparse.ArgumentParser) -> None:
-    """A group of flags per part: the test, where nodes run, the nemesis, each db, each
-    workload (an option two parts declare appears once)."""
+    """A group of flags per part: the test run, where nodes run (backend), the nemesis, each
+    db, each workload (an option two parts declare appears once)."""
     seen: set[str] = set()
-    parts = [("test", RunOptions), ("nodes", BackendOptions), ("nemesis", NemesisOptions)]
-    parts += [(f"db {name}", kind.options) for name, kind in DBS.items()]
-    parts += [(f"workload {name}", kind.options) for name, kind in WORKLOADS.items()]
-    for title, options in parts:
+    for title, options in declaring_parts():
         add_arguments(parser.add_argument_group(f"{title} options"), declared(options), seen)
 
 
