@@ -117,10 +117,12 @@ def test_kchaos_cluster_up_status_down_over_ssh(hosts, tmp_path):
 
 
 def _ours(hosts: SshHosts) -> list[str]:
-    """Processes in the hosts' namespaces other than sshd and its sessions."""
+    """Live processes in the hosts' namespaces other than sshd and its sessions (one that
+    exits, or is a zombie, while it is listed is not counted)."""
     sshd = {popen.pid for popen in hosts.sshd.values()}
-    return [_command(p) for p in hosts.pids()
-            if p not in sshd and not _command(p).startswith("sshd:")]
+    commands = {p: _command(p) for p in hosts.pids() if p not in sshd}
+    return [command for p, command in commands.items()
+            if _alive(p) and not command.startswith("sshd:")]
 
 
 def _alive(pid: int) -> bool:
