@@ -4,7 +4,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-debian_packages=(zookeeper iptables nftables openssh-server iproute2 chromium sudo vagrant docker.io debootstrap busybox-static)
+debian_packages=(maven zookeeper iptables nftables openssh-server iproute2 chromium sudo vagrant docker.io debootstrap busybox-static)
 missing=()
 for pkg in "${debian_packages[@]}"; do
     dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || missing+=("$pkg")
@@ -24,12 +24,18 @@ fi
 stamp=.venv/.kchaos-bootstrap
 # The editable install maps top-level packages when it runs: a new package needs it again.
 want=$( (cat pyproject.toml; ls -d -- */__init__.py) | sha256sum | cut -d' ' -f1)
-if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ]; then
-    exit 0
+if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
+    echo "bootstrap: preparing .venv"
+    [ -x .venv/bin/python ] || python3 -m venv .venv
+    .venv/bin/pip install -q --upgrade pip
+    .venv/bin/pip install -q -e ".[dev]" 2>&1 | grep -v -e "^WARNING: Location" -e "^\s*$" || true
+    echo "$want" > "$stamp"
+    echo "bootstrap: .venv ready"
 fi
-echo "bootstrap: preparing .venv"
-[ -x .venv/bin/python ] || python3 -m venv .venv
-.venv/bin/pip install -q --upgrade pip
-.venv/bin/pip install -q -e ".[dev]" 2>&1 | grep -v -e "^WARNING: Location" -e "^\s*$" || true
-echo "$want" > "$stamp"
-echo "bootstrap: ready"
+
+# Apache Kafka's jars for `--db kafka`, from Maven Central (Maven verifies checksums);
+# a complete cache folder is used as it is, offline.
+if [ ! -f .cache/kafka/3.9.1/.complete ]; then
+    .venv/bin/python -m harness.db.kafka.distribution 3.9.1 >/dev/null
+    echo "bootstrap: Apache Kafka 3.9.1 cached in .cache/kafka/3.9.1/libs"
+fi

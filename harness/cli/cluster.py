@@ -16,6 +16,7 @@ import signal
 import sys
 import threading
 import time
+from dataclasses import replace
 
 from harness import exit_codes
 from harness.control import RemoteError
@@ -23,7 +24,9 @@ from harness.control.backends import BackendOptions
 from harness.control.inventory import load_inventory, vagrant_inventory
 from harness.control.userns import ensure_root, in_user_namespace
 from harness.db import Cluster, ClusterSpec, down
-from harness.options import add_arguments, build, declared, layered, parse_pairs
+from harness.db.part import DBContext
+from harness.db.registry import DBS
+from harness.options import ConfigError, add_arguments, build, declared, layered
 from nemesis.targets import read_snapshot
 
 __all__ = ["add_backend_arguments", "add_commands", "backend_fields", "status_json"]
@@ -37,13 +40,12 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
 
     up = commands.add_parser("up", help="start ZooKeeper and brokers; return once healthy")
     up.add_argument("--nodes", type=int, help="brokers (default 5, or the inventory's)")
-    up.add_argument("--zookeepers", type=int,
-                    help="ZooKeeper ensemble size (default 3, or the inventory's)")
+    up.add_argument("--db", choices=tuple(DBS), default="kchaos",
+                    help="which brokers: ours or Apache Kafka (default %(default)s)")
     add_backend_arguments(up)
-    up.add_argument("--colocate", action="store_true",
-                    help="run ZooKeeper on the first broker nodes instead of dedicated ones")
-    up.add_argument("--broker-config", nargs="+", action="extend", default=[],
-                    metavar="KEY=VALUE", help="server.properties overrides")
+    seen: set[str] = set()
+    for name, kind in DBS.items():
+        add_arguments(up.add_argument_group(f"db {name} options"), declared(kind.options), seen)
     up.add_argument("--dir", default="/tmp/kchaos",
                     help="base of the nodes' work directories (default %(default)s)")
     up.add_argument("--timeout", type=float, default=60.0, help="seconds to become healthy")
@@ -95,10 +97,7 @@ def _up(args: argparse.Namespace) -> int:
         if fields["backend"] == "local":
             ensure_root(sys.argv[1:])
         brokers, zookeepers = _counts(args, fields)
-        spec = ClusterSpec(brokers=brokers, zookeepers=zookeepers,
-                           colocate=args.colocate,
-                           broker_config=parse_pairs(args.broker_config, "--broker-config"),
-                           base_dir=args.dir, **fields)
+        spec = replace(_db_spec(args, brokers, zookeepers), base_dir=args.dir)
     except (ValueError, RemoteError) as error:
         print(f"kchaos: {error}", file=sys.stderr)
         return exit_codes.ERROR
@@ -129,6 +128,26 @@ def _up(args: argparse.Namespace) -> int:
             cluster.down()
     cluster.detach()
     return 0
+
+
+def _db_spec(args: argparse.Namespace, brokers: int, zookeepers: int) -> ClusterSpec:
+    """The cluster the chosen db (`--db` and its options) describes; ConfigError for an
+    option of another db, or a value the db refuses."""
+    kind = DBS[args.db]
+    given = {**vars(args), "zookeepers": zookeepers}
+    own = {option.name for option in declared(kind.options)}
+    for name, other in DBS.items():
+        for option in declared(other.options):
+            if option.name not in own and getattr(args, option.name, None) is not None:
+                raise ConfigError(f"{option.flag} belongs to db {name}, not --db {args.db}")
+    options = build(kind.options, layered(declared(kind.options), [("command line", given)]),
+                    "command line")
+    backend = build(BackendOptions, layered(declared(BackendOptions),
+                                            [("command line", vars(args))]), "command line")
+    try:
+        return kind.build(options, DBContext(brokers, backend)).spec
+    except ValueError as error:
+        raise ConfigError(f"--db {args.db}: {error}") from error
 
 
 def _status(args: argparse.Namespace) -> int:

@@ -1,7 +1,8 @@
-"""The brokers under test: one `python -m broker` per node, configured by server.properties.
+"""The brokers under test: one broker process per node, configured by server.properties.
 
-Node `n<i>` runs broker.id i from `<root>/<node>/broker/` (server.properties, data/,
-broker.log). Readiness is what a client needs: every running broker registered in
+What a broker is comes from its `BrokerLauncher`: `KchaosBroker` runs `python -m broker`
+(ours); `harness.db.kafka.broker.KafkaBroker` runs Apache Kafka. Node `n<i>` runs
+broker.id i from `<root>/<node>/broker/` (server.properties, data/, broker.log). Readiness is what a client needs: every running broker registered in
 /brokers/ids, a controller in /controller, and every broker answering Metadata with that
 controller and all registered brokers (it has received UpdateMetadata).
 """
@@ -15,7 +16,9 @@ import struct
 import sys
 import time
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any, Protocol
 
 from kafka.protocol.metadata import MetadataRequest, MetadataResponse
 from kazoo.client import KazooClient
@@ -24,20 +27,20 @@ from harness.control import Process, Remote
 from harness.db.files import ServiceExited, last_error_line, put_text
 from harness.db.processes import ServiceProcesses
 
-__all__ = ["BrokerSet", "metadata", "server_properties"]
+__all__ = ["BrokerLauncher", "BrokerSet", "KchaosBroker", "chaos_defaults", "metadata",
+           "server_properties"]
 
 CLIENT_PORT = 9092
 CONTROL_PORT = 9093
 ZK_CALL_TIMEOUT = 3.0
 
 
-def server_properties(broker_id: int, address: str, zookeeper_connect: str, log_dir: str,
-                      cluster_size: int, overrides: Mapping[str, str] | None = None) -> str:
-    """The broker's server.properties: our defaults for a chaos test, then `overrides`."""
+def chaos_defaults(broker_id: int, zookeeper_connect: str, log_dir: str,
+                   cluster_size: int) -> dict[str, str]:
+    """The properties every broker of a chaos test gets, whichever db it is."""
     replication = str(min(3, cluster_size))
-    properties = {
+    return {
         "broker.id": str(broker_id),
-        "listeners": f"PLAINTEXT://{address}:{CLIENT_PORT},CONTROLLER://{address}:{CONTROL_PORT}",
         "zookeeper.connect": zookeeper_connect,
         "zookeeper.session.timeout.ms": "6000",
         "log.dirs": log_dir,
@@ -48,8 +51,76 @@ def server_properties(broker_id: int, address: str, zookeeper_connect: str, log_
         "unclean.leader.election.enable": "false",
         "auto.leader.rebalance.enable": "false",
     }
-    properties.update(overrides or {})
+
+
+def properties_text(properties: Mapping[str, str]) -> str:
     return "".join(f"{key}={value}\n" for key, value in properties.items())
+
+
+def server_properties(broker_id: int, address: str, zookeeper_connect: str, log_dir: str,
+                      cluster_size: int, overrides: Mapping[str, str] | None = None) -> str:
+    """Our broker's server.properties: the chaos defaults, its two listeners, `overrides`."""
+    properties = chaos_defaults(broker_id, zookeeper_connect, log_dir, cluster_size)
+    properties["listeners"] = (f"PLAINTEXT://{address}:{CLIENT_PORT},"
+                               f"CONTROLLER://{address}:{CONTROL_PORT}")
+    properties.update(overrides or {})
+    return properties_text(properties)
+
+
+class BrokerLauncher(Protocol):
+    """What one kind of broker needs to run on a node."""
+
+    kind: str
+    waits_for_old_registration: bool  # a restart must wait for the old session to expire
+
+    def prepare(self, remote: Remote, nodes: Sequence[str], workdir: str) -> BrokerLauncher:
+        """This launcher made ready for `remote`'s nodes (software present, paths known)."""
+
+    def configuration(self, broker_id: int, address: str, zookeeper_connect: str,
+                      directory: str, cluster_size: int,
+                      overrides: Mapping[str, str]) -> dict[str, str]:
+        """File name (in the broker's directory) -> text, server.properties among them."""
+
+    def command(self, directory: str) -> list[str]: ...
+
+    def log_files(self, directory: str) -> list[str]: ...
+
+    def derive_logs(self, node_dir: Path) -> list[Path]:
+        """Files made from a node's copied logs (e.g. its controller event log)."""
+
+    def to_json(self) -> dict[str, Any]: ...
+
+
+@dataclass(frozen=True)
+class KchaosBroker:
+    """Our broker: `python -m broker --config server.properties` with the node's Python."""
+
+    python: str = sys.executable
+    kind: str = "kchaos"
+    waits_for_old_registration: bool = False  # our broker waits itself
+
+    def prepare(self, remote: Remote, nodes: Sequence[str], workdir: str) -> KchaosBroker:
+        return replace(self, python=getattr(remote, "python", sys.executable))
+
+    def configuration(self, broker_id: int, address: str, zookeeper_connect: str,
+                      directory: str, cluster_size: int,
+                      overrides: Mapping[str, str]) -> dict[str, str]:
+        return {"server.properties": server_properties(
+            broker_id, address, zookeeper_connect, f"{directory}/data", cluster_size,
+            overrides)}
+
+    def command(self, directory: str) -> list[str]:
+        return [self.python, "-m", "broker", "--config", f"{directory}/server.properties"]
+
+    def log_files(self, directory: str) -> list[str]:
+        return [f"{directory}/broker.log", f"{directory}/data/server.log",
+                f"{directory}/data/controller-events.jsonl", f"{directory}/server.properties"]
+
+    def derive_logs(self, node_dir: Path) -> list[Path]:
+        return []
+
+    def to_json(self) -> dict[str, Any]:
+        return {"kind": self.kind, "python": self.python}
 
 
 def metadata(address: str, port: int = CLIENT_PORT, timeout: float = 2.0
@@ -74,7 +145,7 @@ class BrokerSet(ServiceProcesses):
     root: str
     zookeeper_connect: str
     overrides: dict[str, str] = field(default_factory=dict)
-    python: str = sys.executable
+    launcher: BrokerLauncher = field(default_factory=KchaosBroker)
     processes: dict[str, Process] = field(default_factory=dict)
     _zk: KazooClient | None = field(default=None, repr=False)
 
@@ -89,9 +160,6 @@ class BrokerSet(ServiceProcesses):
     def directory(self, node: str) -> str:
         return f"{self.root}/{node}/broker"
 
-    def data_dir(self, node: str) -> str:
-        return f"{self.directory(node)}/data"
-
     @property
     def bootstrap(self) -> str:
         return ",".join(f"{self.remote.address(n)}:{CLIENT_PORT}" for n in self.nodes)
@@ -101,27 +169,43 @@ class BrokerSet(ServiceProcesses):
         return int(self.overrides.get("zookeeper.session.timeout.ms", 6000)) / 1000.0
 
     def log_files(self, node: str) -> list[str]:
-        return [f"{self.directory(node)}/broker.log", f"{self.data_dir(node)}/server.log",
-                f"{self.data_dir(node)}/controller-events.jsonl",
-                f"{self.directory(node)}/server.properties"]
+        """The node's broker logs, its stdout and stderr (`broker.log`) first."""
+        return self.launcher.log_files(self.directory(node))
 
     # -- processes ----------------------------------------------------------------------
 
     def start(self, nodes: Iterable[str] | None = None) -> list[str]:
         """Write the configuration and start the brokers that are not running; returns them.
-        A broker restarted after kill -9 itself waits for its old registration to expire."""
+        A broker restarted after kill -9 must wait for its old registration to expire: ours
+        does so itself; for others (Kafka exits) this waits, at most a session timeout."""
         started = [n for n in (nodes or self.nodes) if not self.running(n)]
         for node in started:
-            put_text(self.remote, node, f"{self.directory(node)}/server.properties",
-                     server_properties(self.broker_id(node), self.remote.address(node),
-                                       self.zookeeper_connect, self.data_dir(node),
-                                       len(self.nodes), self.overrides))
+            directory = self.directory(node)
+            files = self.launcher.configuration(
+                self.broker_id(node), self.remote.address(node), self.zookeeper_connect,
+                directory, len(self.nodes), self.overrides)
+            for name, text in files.items():
+                put_text(self.remote, node, f"{directory}/{name}", text)
+        if self.launcher.waits_for_old_registration and set(started) & set(self.processes):
+            self._wait_registrations_gone([self.broker_id(n) for n in started])
         for node in started:
             directory = self.directory(node)
             self.processes[node] = self.remote.spawn(
-                node, [self.python, "-m", "broker", "--config", f"{directory}/server.properties"],
-                f"{directory}/broker.log", cwd=directory)
+                node, self.launcher.command(directory), f"{directory}/broker.log",
+                cwd=directory)
         return started
+
+    def _wait_registrations_gone(self, broker_ids: list[int]) -> None:
+        """Until ZooKeeper has dropped the registrations of `broker_ids` (the sessions of
+        killed processes expire), at most a session timeout and a margin."""
+        deadline = time.monotonic() + self.session_timeout + 5.0
+        while time.monotonic() < deadline:
+            try:
+                if not set(broker_ids) & self.registered():
+                    return
+            except Exception:  # ZooKeeper unreachable: start anyway, the broker will say
+                return
+            time.sleep(0.1)
 
     def stop(self, node: str, timeout: float = 60.0) -> bool:
         """Graceful stop (SIGTERM: controlled shutdown); SIGKILL after `timeout`."""
@@ -214,13 +298,13 @@ class BrokerSet(ServiceProcesses):
     def to_json(self) -> dict:
         return {"nodes": list(self.nodes), "root": self.root,
                 "zookeeper_connect": self.zookeeper_connect, "overrides": self.overrides,
-                "python": self.python,
+                "launcher": self.launcher.to_json(),
                 "processes": {n: p.to_json() for n, p in self.processes.items()}}
 
     @classmethod
-    def from_json(cls, remote: Remote, data: Mapping) -> BrokerSet:
+    def from_json(cls, remote: Remote, data: Mapping, launcher: BrokerLauncher) -> BrokerSet:
         return cls(remote, tuple(data["nodes"]), data["root"], data["zookeeper_connect"],
-                   dict(data["overrides"]), data["python"],
+                   dict(data["overrides"]), launcher,
                    {n: Process.from_json(p) for n, p in data["processes"].items()})
 
 

@@ -19,7 +19,6 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
-import sys
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -27,8 +26,9 @@ from typing import Any
 
 from harness.control import ProvisionError, Remote, backends
 from harness.control.runstate import default_state_root, write_json
-from harness.db.brokers import BrokerSet
+from harness.db.brokers import BrokerLauncher, BrokerSet, KchaosBroker
 from harness.db.files import fetch
+from harness.db.launchers import launcher_from_json
 from harness.db.reaper import start_reaper
 from harness.db.zookeeper import ZooKeeperEnsemble, ZooKeeperSettings
 
@@ -44,7 +44,8 @@ class ClusterSpec:
     """What to bring up. `options` are the backend's: ssh `inventory` (a path),
     `accept_new_host_keys`, `install` (packages and kchaos, default true); vagrant
     `vagrant_dir` and the same; docker `base_url`, `image`. With ssh and vagrant the
-    first `brokers` broker hosts and `zookeepers` ZooKeeper hosts of the inventory run."""
+    first `brokers` broker hosts and `zookeepers` ZooKeeper hosts of the inventory run.
+    `launcher` says which broker runs: ours by default, or Apache Kafka."""
 
     brokers: int = 5
     zookeepers: int = 3
@@ -54,6 +55,7 @@ class ClusterSpec:
     base_dir: str = "/tmp/kchaos"
     backend: str = "local"
     options: Mapping[str, Any] = field(default_factory=dict)
+    launcher: BrokerLauncher = field(default_factory=KchaosBroker)
 
     def __post_init__(self) -> None:
         if not 1 <= self.brokers <= 99 or not 1 <= self.zookeepers <= 99:
@@ -82,13 +84,15 @@ class ClusterSpec:
         return {"brokers": self.brokers, "zookeepers": self.zookeepers,
                 "colocate": self.colocate, "broker_config": dict(self.broker_config),
                 "zookeeper": asdict(self.zookeeper), "base_dir": self.base_dir,
-                "backend": self.backend, "options": dict(self.options)}
+                "backend": self.backend, "options": dict(self.options),
+                "launcher": self.launcher.to_json()}
 
     @classmethod
     def from_json(cls, data: Mapping) -> ClusterSpec:
         return cls(data["brokers"], data["zookeepers"], data["colocate"],
                    dict(data["broker_config"]), ZooKeeperSettings(**data["zookeeper"]),
-                   data["base_dir"], data.get("backend", "local"), dict(data.get("options", {})))
+                   data["base_dir"], data.get("backend", "local"), dict(data.get("options", {})),
+                   launcher_from_json(data.get("launcher", {"kind": "kchaos"})))
 
 
 class Cluster:
@@ -127,7 +131,7 @@ class Cluster:
             ensemble = ZooKeeperEnsemble(remote, zookeeper_nodes, workdir, spec.zookeeper)
             brokers = BrokerSet(remote, broker_nodes, workdir, ensemble.connect,
                                 dict(spec.broker_config),
-                                python=getattr(remote, "python", sys.executable))
+                                spec.launcher.prepare(remote, broker_nodes, workdir))
             cluster = cls(remote, spec, workdir, ensemble, brokers)
             cluster.save()
             ensemble.start(timeout=timeout)
@@ -163,7 +167,8 @@ class Cluster:
             raise LookupError(f"{root / prefix}: no readable {CLUSTER_FILE}: {error}") from error
         return cls(remote, ClusterSpec.from_json(data["spec"]), data["workdir"],
                    ZooKeeperEnsemble.from_json(remote, data["zookeeper"]),
-                   BrokerSet.from_json(remote, data["brokers"]))
+                   BrokerSet.from_json(remote, data["brokers"],
+                                       launcher_from_json(data["brokers"]["launcher"])))
 
     def detach(self) -> None:
         """Leave the cluster running after this process exits (`kchaos cluster up`)."""
@@ -187,7 +192,8 @@ class Cluster:
         write_json(self.remote.state_dir / CLUSTER_FILE, data)
 
     def collect_logs(self, dest: Path) -> list[Path]:
-        """Copy every node's broker and ZooKeeper logs to `dest/<node>/`; returns the copies."""
+        """Copy every node's broker and ZooKeeper logs to `dest/<node>/`, and what the
+        broker's launcher derives from them; returns the files made."""
         copied = []
         for node in self.nodes:
             files = []
@@ -199,6 +205,8 @@ class Cluster:
                 target = dest / node / Path(path).name
                 if fetch(self.remote, node, path, target):
                     copied.append(target)
+            if node in self.brokers:
+                copied += self.broker_set.launcher.derive_logs(dest / node)
         return copied
 
     # -- what nemeses and the CLI use ---------------------------------------------------

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 from harness.db import kchaos
+from harness.db.kafka import db as kafka
 from harness.db.part import DBKind
 
 __all__ = ["DBS"]
 
 DBS: dict[str, DBKind] = {
     "kchaos": kchaos.KIND,
+    "kafka": kafka.KIND,
 }

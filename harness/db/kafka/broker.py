@@ -1,0 +1,143 @@
+"""Apache Kafka as the broker of a node: `java -cp 'libs/*' kafka.Kafka server.properties`.
+
+The broker's directory holds the generated `server.properties` and `log4j.properties`,
+`data/` (log.dirs) and `logs/` (kafka.logs.dir: server.log, controller.log,
+state-change.log), timestamps in UTC with milliseconds; errors also go to stdout
+(`broker.log`), so a broker that fails to start says why there. When a node cannot see the jars
+at this machine's path (an SSH host or a container), `prepare` uploads them once as a
+tarball into the run's work directory.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import tarfile
+import tempfile
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from harness.control import Remote
+from harness.db.brokers import CLIENT_PORT, chaos_defaults, properties_text
+
+__all__ = ["KafkaBroker", "LOG4J_PROPERTIES", "kafka_properties"]
+
+LOG_PATTERN = "[%d{yyyy-MM-dd'T'HH:mm:ss.SSSZ}] %p %m (%c)%n"
+LOG4J_PROPERTIES = f"""\
+log4j.rootLogger=INFO, serverAppender, stdout
+log4j.appender.stdout=org.apache.log4j.ConsoleAppender
+log4j.appender.stdout.Threshold=ERROR
+log4j.appender.stdout.layout=org.apache.log4j.PatternLayout
+log4j.appender.stdout.layout.ConversionPattern={LOG_PATTERN}
+log4j.appender.serverAppender=org.apache.log4j.FileAppender
+log4j.appender.serverAppender.File=${{kafka.logs.dir}}/server.log
+log4j.appender.serverAppender.layout=org.apache.log4j.PatternLayout
+log4j.appender.serverAppender.layout.ConversionPattern={LOG_PATTERN}
+log4j.appender.controllerAppender=org.apache.log4j.FileAppender
+log4j.appender.controllerAppender.File=${{kafka.logs.dir}}/controller.log
+log4j.appender.controllerAppender.layout=org.apache.log4j.PatternLayout
+log4j.appender.controllerAppender.layout.ConversionPattern={LOG_PATTERN}
+log4j.appender.stateChangeAppender=org.apache.log4j.FileAppender
+log4j.appender.stateChangeAppender.File=${{kafka.logs.dir}}/state-change.log
+log4j.appender.stateChangeAppender.layout=org.apache.log4j.PatternLayout
+log4j.appender.stateChangeAppender.layout.ConversionPattern={LOG_PATTERN}
+log4j.logger.kafka.controller=INFO, controllerAppender
+log4j.additivity.kafka.controller=false
+log4j.logger.state.change.logger=INFO, stateChangeAppender
+log4j.additivity.state.change.logger=false
+log4j.logger.org.apache.zookeeper=WARN
+log4j.logger.kafka.request.logger=WARN
+"""
+
+
+def kafka_properties(broker_id: int, address: str, zookeeper_connect: str, log_dir: str,
+                     cluster_size: int, overrides: Mapping[str, str] | None = None) -> str:
+    """Kafka's server.properties: the chaos defaults every db gets, one listener, sizes
+    for small machines (internal topics of few partitions, few threads), `overrides`."""
+    replication = min(3, cluster_size)
+    properties = chaos_defaults(broker_id, zookeeper_connect, log_dir, cluster_size)
+    properties.update({
+        "listeners": f"PLAINTEXT://{address}:{CLIENT_PORT}",
+        "offsets.topic.num.partitions": "3",
+        "transaction.state.log.num.partitions": "3",
+        "transaction.state.log.replication.factor": str(replication),
+        "transaction.state.log.min.isr": str(min(2, replication)),
+        "group.initial.rebalance.delay.ms": "0",
+        "num.network.threads": "2",
+        "num.io.threads": "4",
+        "num.recovery.threads.per.data.dir": "1",
+        "log.flush.offset.checkpoint.interval.ms": "1000",
+    })
+    properties.update(overrides or {})
+    return properties_text(properties)
+
+
+@dataclass(frozen=True)
+class KafkaBroker:
+    """Kafka `version` from the jars in `libs` (a path on the nodes), run by `java`."""
+
+    version: str
+    libs: str
+    main_jar: str
+    java: str = "java"
+    heap: str = "768m"
+    kind: str = "kafka"
+    waits_for_old_registration: bool = True  # Kafka exits when its broker id is taken
+
+    def prepare(self, remote: Remote, nodes: Sequence[str], workdir: str) -> KafkaBroker:
+        """Itself when every node sees `libs`; else the jars uploaded to the work directory."""
+        missing = [node for node in nodes if not self._has_jars(remote, node, self.libs)]
+        if not missing:
+            return self
+        target = f"{workdir}/kafka-{self.version}/libs"
+        with tempfile.TemporaryDirectory(prefix="kchaos-kafka-") as scratch:
+            archive = Path(scratch) / "libs.tar"
+            with tarfile.open(archive, "w") as tar:
+                tar.add(self.libs, arcname=".")
+            for node in missing:
+                if self._has_jars(remote, node, target):
+                    continue  # nodes that share a filesystem
+                remote.upload(node, archive, f"{target}.tar")
+                remote.exec(node, ["tar", "-xf", f"{target}.tar", "-C",
+                                   str(Path(target).parent), "--one-top-level=libs"],
+                            timeout=300)
+                remote.exec(node, ["rm", "-f", f"{target}.tar"])
+        return replace(self, libs=target)
+
+    def _has_jars(self, remote: Remote, node: str, libs: str) -> bool:
+        return remote.exec(node, ["test", "-f", f"{libs}/{self.main_jar}"], check=False).exit == 0
+
+    def configuration(self, broker_id: int, address: str, zookeeper_connect: str,
+                      directory: str, cluster_size: int,
+                      overrides: Mapping[str, str]) -> dict[str, str]:
+        return {"server.properties": kafka_properties(
+                    broker_id, address, zookeeper_connect, f"{directory}/data", cluster_size,
+                    overrides),
+                "log4j.properties": LOG4J_PROPERTIES}
+
+    def command(self, directory: str) -> list[str]:
+        return [self.java, f"-Xms{self.heap}", f"-Xmx{self.heap}", "-XX:+UseG1GC",
+                "-XX:MaxGCPauseMillis=20", "-XX:+ExitOnOutOfMemoryError",
+                "-Djava.awt.headless=true", "-Duser.timezone=UTC",
+                f"-Dlog4j.configuration=file:{directory}/log4j.properties",
+                f"-Dkafka.logs.dir={directory}/logs",
+                "-cp", f"{self.libs}/*", "kafka.Kafka", f"{directory}/server.properties"]
+
+    def log_files(self, directory: str) -> list[str]:
+        return [f"{directory}/broker.log", f"{directory}/logs/server.log",
+                f"{directory}/logs/controller.log", f"{directory}/logs/state-change.log",
+                f"{directory}/server.properties"]
+
+    def derive_logs(self, node_dir: Path) -> list[Path]:
+        """The node's controller event log (`controller-events.jsonl`), parsed from its
+        controller.log and state-change.log (`harness.db.kafka.logs`)."""
+        from harness.db.kafka.logs import write_event_log
+
+        with contextlib.suppress(FileNotFoundError):
+            return [write_event_log(node_dir)]
+        return []
+
+    def to_json(self) -> dict[str, Any]:
+        return {"kind": self.kind, "version": self.version, "libs": self.libs,
+                "main_jar": self.main_jar, "java": self.java, "heap": self.heap}
