@@ -2,9 +2,10 @@
 
 What a broker is comes from its `BrokerLauncher`: `KchaosBroker` runs `python -m broker`
 (ours); `harness.db.kafka.broker.KafkaBroker` runs Apache Kafka. Node `n<i>` runs
-broker.id i from `<root>/<node>/broker/` (server.properties, data/, broker.log). Readiness is what a client needs: every running broker registered in
-/brokers/ids, a controller in /controller, and every broker answering Metadata with that
-controller and all registered brokers (it has received UpdateMetadata).
+broker.id i from `<root>/<node>/broker/` (server.properties, data/, broker.log).
+Readiness is what a client needs: every running broker registered in /brokers/ids, a
+controller in /controller, and every broker answering Metadata with that controller and
+all registered brokers (it has received UpdateMetadata).
 """
 
 from __future__ import annotations
