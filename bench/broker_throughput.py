@@ -1,19 +1,21 @@
-"""Produce throughput of the kchaos broker: three brokers, replication factor 3.
+"""Produce throughput of our broker and of Apache Kafka, side by side: three brokers, RF 3.
 
-Starts a ZooKeeper and three `python -m broker` processes on loopback, creates a topic
-with replication factor 3 (min.insync.replicas=2), then drives a batching
-confluent-kafka producer with 100-byte records for `--seconds` each with acks=1 and
-acks=all. Prints records/s and p50/p99 produce latency (delivery callback time minus
-produce() time). Everything started is killed by PID at the end.
+For each `--db` (default both: kchaos, kafka) brings up three brokers and one ZooKeeper in
+network namespaces (`kchaos cluster up`'s code, as root), creates a topic with
+replication factor 3 (min.insync.replicas=2), then drives a batching confluent-kafka
+producer with 100-byte records, first `--warmup` seconds unmeasured (Kafka's JIT), then
+for `--seconds` each with acks=1 and acks=all. Prints
+records/s and p50/p99 produce latency (delivery callback time minus produce() time) per
+db, then the ratio ours/Kafka. Each cluster is taken down (processes killed, namespaces
+removed) before the next starts.
 
-    .venv/bin/python bench/broker_throughput.py [--seconds 30] [--partitions 6]
+    .venv/bin/python bench/broker_throughput.py [--db kchaos,kafka] [--seconds 30]
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -22,8 +24,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from confluent_kafka import Consumer, Producer, TopicPartition  # noqa: E402
 from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
 
-from tests.support.brokers import BrokerCluster  # noqa: E402
-from tests.support.zookeeper import start_zookeeper  # noqa: E402
+from harness.control.backends import BackendOptions  # noqa: E402
+from harness.db.part import DBContext  # noqa: E402
+from harness.db.registry import DBS  # noqa: E402
+from nemesis.targets import read_snapshot  # noqa: E402
 
 RECORD = b"x" * 100
 
@@ -86,43 +90,71 @@ def high_watermarks(bootstrap: str, topic: str, partitions: int) -> int:
         consumer.close()
 
 
+def wait_full_isr(cluster, topic: str, partitions: int, timeout: float = 60.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        states = [s for s in read_snapshot(cluster.zk).partitions if s.topic == topic]
+        if len(states) == partitions and all(len(s.isr) == 3 for s in states):
+            return
+        time.sleep(0.2)
+    raise TimeoutError(f"{topic}: not every partition has 3 in-sync replicas")
+
+
+def measure(db_name: str, args: argparse.Namespace) -> list[dict]:
+    kind = DBS[db_name]
+    options = kind.options(zookeepers=1, broker_config={
+        "min.insync.replicas": "2", "replica.lag.time.max.ms": "10000",
+        "unclean.leader.election.enable": "false"})
+    db = kind.build(options, DBContext(3, BackendOptions()))
+    with db.start(timeout=120) as cluster:
+        admin = AdminClient({"bootstrap.servers": cluster.bootstrap_servers})
+        admin.create_topics([NewTopic("bench", args.partitions, 3)],
+                            operation_timeout=30)["bench"].result()
+        wait_full_isr(cluster, "bench", args.partitions)
+        if args.warmup > 0:  # the JVM compiles its hot paths first; ours has none to compile
+            run(cluster.bootstrap_servers, "bench", "all", args.warmup, args.linger_ms,
+                args.batch_bytes)
+        results = []
+        for acks in args.acks:
+            result = run(cluster.bootstrap_servers, "bench", acks, args.seconds,
+                         args.linger_ms, args.batch_bytes)
+            print(f"{db_name:>6} acks={result['acks']:>3}: {result['rate']:>9,.0f} records/s "
+                  f"({result['records']:,} in {result['seconds']:.1f} s, "
+                  f"{result['errors']} errors), latency p50 {result['p50_ms']:.1f} ms, "
+                  f"p99 {result['p99_ms']:.1f} ms", flush=True)
+            results.append(result)
+        delivered = sum(result["records"] for result in results)
+        stored = high_watermarks(cluster.bootstrap_servers, "bench", args.partitions)
+        print(f"{db_name:>6} check: {delivered:,} records acknowledged, {stored:,} below the "
+              f"high watermarks ({'ok' if stored >= delivered else 'MISSING RECORDS'})",
+              flush=True)
+    return results
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--db", default="kchaos,kafka", help="comma-separated dbs")
     parser.add_argument("--seconds", type=float, default=30.0)
     parser.add_argument("--partitions", type=int, default=6)
+    parser.add_argument("--warmup", type=float, default=10.0,
+                        help="seconds of unmeasured acks=all writes first (default 10)")
     parser.add_argument("--linger-ms", type=int, default=10)
     parser.add_argument("--batch-bytes", type=int, default=131072)
     parser.add_argument("--acks", nargs="+", default=["1", "all"])
     args = parser.parse_args()
-    directory = Path(tempfile.mkdtemp(prefix="kchaos-bench-"))
-    zookeeper = start_zookeeper(directory / "zookeeper")
-    try:
-        cluster = BrokerCluster(zookeeper.connect, directory, size=3,
-                                properties={"min.insync.replicas": "2",
-                                            "replica.lag.time.max.ms": "10000"})
-        with cluster:
-            admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
-            admin.create_topics([NewTopic("bench", args.partitions, 3)],
-                                operation_timeout=30)["bench"].result()
-            for partition in range(args.partitions):
-                cluster.wait_for_state("bench", partition, lambda s: len(s["isr"]) == 3)
-            print(f"3 brokers, RF 3, {args.partitions} partitions, 100-byte records, "
-                  f"linger.ms={args.linger_ms}, batch.size={args.batch_bytes}")
-            results = []
-            for acks in args.acks:
-                result = run(cluster.bootstrap, "bench", acks, args.seconds, args.linger_ms,
-                             args.batch_bytes)
-                print(f"acks={result['acks']:>3}: {result['rate']:>9,.0f} records/s "
-                      f"({result['records']:,} in {result['seconds']:.1f} s, "
-                      f"{result['errors']} errors), latency p50 {result['p50_ms']:.1f} ms, "
-                      f"p99 {result['p99_ms']:.1f} ms", flush=True)
-                results.append(result)
-            delivered = sum(result["records"] for result in results)
-            stored = high_watermarks(cluster.bootstrap, "bench", args.partitions)
-            print(f"check: {delivered:,} records acknowledged, {stored:,} below the high "
-                  f"watermarks ({'ok' if stored >= delivered else 'MISSING RECORDS'})")
-    finally:
-        zookeeper.stop()
+    names = args.db.split(",")
+    unknown = [name for name in names if name not in DBS]
+    if unknown:
+        parser.error(f"--db: unknown {', '.join(unknown)}; known: {', '.join(DBS)}")
+    print(f"3 brokers and 1 ZooKeeper in network namespaces, RF 3, {args.partitions} "
+          f"partitions, 100-byte records, linger.ms={args.linger_ms}, "
+          f"batch.size={args.batch_bytes}")
+    figures = {name: measure(name, args) for name in names}
+    if "kchaos" in figures and "kafka" in figures:
+        for ours, theirs in zip(figures["kchaos"], figures["kafka"], strict=True):
+            print(f"acks={ours['acks']:>3}: ours/Kafka {ours['rate'] / theirs['rate']:.2f} "
+                  f"of the records/s, p50 {ours['p50_ms']:.1f} vs {theirs['p50_ms']:.1f} ms, "
+                  f"p99 {ours['p99_ms']:.1f} vs {theirs['p99_ms']:.1f} ms")
     return 0
 
 

@@ -1,0 +1,142 @@
+"""Failover of our broker and of Apache Kafka, side by side: kill -9 of a partition's leader
+until the first acknowledged acks=all write.
+
+For each `--db` (default both: kchaos, kafka) brings up three brokers and one ZooKeeper in
+network namespaces (as root) with the same ZooKeeper session timeout, creates a topic of
+one partition with replication factor 3 (min.insync.replicas=2), and keeps a
+confluent-kafka producer (acks=all, idempotent) writing a record every 5 ms. Each round
+kills the leader's broker with SIGKILL and measures the time from the kill to the first
+write acknowledged after it; then restarts the broker and waits for the full ISR. Prints
+each round and the median per db. Clusters are taken down at the end.
+
+    .venv/bin/python bench/failover.py [--db kchaos,kafka] [--rounds 3]
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import threading
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from confluent_kafka import Producer  # noqa: E402
+from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
+
+from harness.control.backends import BackendOptions  # noqa: E402
+from harness.db.part import DBContext  # noqa: E402
+from harness.db.registry import DBS  # noqa: E402
+from nemesis.targets import read_snapshot  # noqa: E402
+
+TOPIC = "failover"
+
+
+class Writer:
+    """A producer thread writing every 5 ms; remembers when each ack arrived."""
+
+    def __init__(self, bootstrap: str) -> None:
+        self.producer = Producer({"bootstrap.servers": bootstrap, "acks": "all",
+                                  "enable.idempotence": True, "linger.ms": 0,
+                                  "message.timeout.ms": 120000})
+        self.acks: list[float] = []
+        self.stopped = threading.Event()
+        self.thread = threading.Thread(target=self._write, daemon=True)
+        self.thread.start()
+
+    def _write(self) -> None:
+        def delivered(error, message) -> None:
+            if error is None:
+                self.acks.append(time.monotonic())
+        while not self.stopped.is_set():
+            self.producer.produce(TOPIC, b"x" * 100, on_delivery=delivered)
+            self.producer.poll(0.005)
+        self.producer.flush(30)
+
+    def first_ack_after(self, moment: float, timeout: float = 120.0) -> float | None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            later = [ack for ack in self.acks[-2000:] if ack > moment]
+            if later:
+                return min(later) - moment
+            time.sleep(0.01)
+        return None
+
+    def stop(self) -> None:
+        self.stopped.set()
+        self.thread.join(60)
+
+
+def partition_state(cluster):
+    return next((s for s in read_snapshot(cluster.zk).partitions if s.topic == TOPIC), None)
+
+
+def wait_full_isr(cluster, timeout: float = 90.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        state = partition_state(cluster)
+        if state is not None and len(state.isr) == 3 and state.leader > 0:
+            return
+        time.sleep(0.2)
+    raise TimeoutError(f"{TOPIC}-0 never had 3 in-sync replicas again")
+
+
+def measure(db_name: str, rounds: int) -> list[float]:
+    kind = DBS[db_name]
+    options = kind.options(zookeepers=1, broker_config={
+        "min.insync.replicas": "2", "unclean.leader.election.enable": "false",
+        "zookeeper.session.timeout.ms": "6000", "replica.lag.time.max.ms": "10000"})
+    db = kind.build(options, DBContext(3, BackendOptions()))
+    seconds = []
+    with db.start(timeout=120) as cluster:
+        admin = AdminClient({"bootstrap.servers": cluster.bootstrap_servers})
+        admin.create_topics([NewTopic(TOPIC, 1, 3)], operation_timeout=30)[TOPIC].result()
+        wait_full_isr(cluster)
+        writer = Writer(cluster.bootstrap_servers)
+        try:
+            for number in range(1, rounds + 1):
+                time.sleep(3)
+                leader = partition_state(cluster).leader
+                node = cluster.broker_node(leader)
+                killed = time.monotonic()
+                cluster.kill(node)
+                took = writer.first_ack_after(killed)
+                if took is None:
+                    print(f"{db_name:>6} round {number}: no write acknowledged within 120 s")
+                else:
+                    seconds.append(took)
+                    print(f"{db_name:>6} round {number}: leader broker {leader} killed, first "
+                          f"acks=all write acknowledged after {took:.2f} s", flush=True)
+                cluster.start(node)
+                cluster.broker_set.wait_healthy(timeout=90)
+                wait_full_isr(cluster)
+        finally:
+            writer.stop()
+    return seconds
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--db", default="kchaos,kafka", help="comma-separated dbs")
+    parser.add_argument("--rounds", type=int, default=3)
+    args = parser.parse_args()
+    names = args.db.split(",")
+    unknown = [name for name in names if name not in DBS]
+    if unknown:
+        parser.error(f"--db: unknown {', '.join(unknown)}; known: {', '.join(DBS)}")
+    print("3 brokers, 1 ZooKeeper, zookeeper.session.timeout.ms=6000, RF 3, "
+          "min.insync.replicas=2; kill -9 of the leader -> first acknowledged acks=all write")
+    medians = {}
+    for name in names:
+        seconds = measure(name, args.rounds)
+        medians[name] = statistics.median(seconds) if seconds else float("nan")
+        print(f"{name:>6} median {medians[name]:.2f} s over {len(seconds)} rounds", flush=True)
+    if "kchaos" in medians and "kafka" in medians:
+        print(f"failover ours/Kafka: {medians['kchaos'] / medians['kafka']:.2f}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
