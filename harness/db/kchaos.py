@@ -70,5 +70,8 @@ def check_broker_config(overrides: Mapping[str, str], nodes: int) -> None:
     try:
         BrokerConfig.from_text(text, "broker_config")
     except BrokerConfigError as error:
-        raise ValueError(re.sub(r"^broker_config:\d+: ", "broker_config: ", str(error))) \
-            from error
+        message = re.sub(r"^broker_config:\d+: ", "broker_config: ", str(error))
+        if "unknown property" in message:
+            message += " (the kchaos broker does not know it; an Apache Kafka property runs " \
+                       "with --db kafka)"
+        raise ValueError(message) from error
