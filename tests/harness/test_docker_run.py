@@ -128,3 +128,22 @@ def test_the_reaper_takes_a_docker_cluster_down_after_kill_9_of_its_owner(docker
         if owner.poll() is None:
             owner.kill()
             owner.wait()
+
+
+def test_a_kafka_run_in_containers_gets_the_jars_uploaded_and_is_valid(docker_host, tmp_path,
+                                                                       monkeypatch):
+    base_url, image, client = docker_host
+    store = tmp_path / "store"
+    monkeypatch.setenv("KCHAOS_STATE_DIR", str(tmp_path / "state"))
+    done = subprocess.run(
+        [str(Path(sys.executable).parent / "kchaos"), "run", "--db", "kafka", "--store",
+         str(store), "--backend", "docker", "--docker-host", base_url, "--docker-image", image,
+         "--time-limit", "20", "--nemesis", "kill-leader", "--nemesis-interval", "6",
+         "--seed", "5", "--nodes", "3", "--zookeepers", "1"],
+        capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    run = (store / "latest").resolve()
+    assert json.loads((run / "results.json").read_text())["valid"] is True
+    assert (run / "nodes" / "n1" / "controller.log").is_file()
+    assert json.loads((run / "test.json").read_text())["config"]["db"] == "kafka"
+    assert client.api.containers(all=True, filters={"label": RUN_LABEL}) == []
