@@ -13,9 +13,12 @@ import sys
 import time
 
 import pytest
+from kafka import KafkaConsumer, KafkaProducer
 
 from harness.control.ssh import ssh_runs
 from harness.db import Cluster, ClusterSpec
+from harness.db.kafka.broker import KafkaBroker
+from harness.db.kafka.distribution import CACHE, DEFAULT_VERSION, fetch
 from nemesis.partition import Firewall, PartitionNemesis
 from nemesis.process import KillNemesis
 from tests.support.ssh_hosts import SshHosts, require_sshd
@@ -166,3 +169,29 @@ def test_the_reaper_takes_an_ssh_cluster_down_after_kill_9_of_its_owner(hosts, t
         if owner.poll() is None:
             owner.kill()
             owner.wait()
+
+
+@pytest.mark.skipif(not (CACHE / DEFAULT_VERSION / ".complete").exists(),
+                    reason="Kafka's jars are not cached: run make bootstrap")
+def test_apache_kafka_runs_on_ssh_hosts(hosts, tmp_path):
+    inventory = hosts.inventory(tmp_path / "i.toml", python=sys.executable,
+                                dir=str(tmp_path / "opt"))
+    distribution = fetch(DEFAULT_VERSION)
+    launcher = KafkaBroker(distribution.version, str(distribution.libs), distribution.main_jar)
+    spec = ClusterSpec(brokers=3, zookeepers=1, broker_config=BROKER_CONFIG,
+                       base_dir=str(tmp_path / "work"), backend="ssh",
+                       options={"inventory": str(inventory)}, launcher=launcher)
+    with Cluster.up(spec, tmp_path / "state") as cluster:
+        assert cluster.broker_set.launcher.libs == str(distribution.libs)  # hosts see it
+        assert "kafka.Kafka" in cluster.broker_set.processes["n1"].argv
+        producer = KafkaProducer(bootstrap_servers=cluster.bootstrap_servers, acks="all")
+        for value in range(20):
+            producer.send("ssh-kafka", str(value).encode()).get(timeout=30)
+        producer.close()
+        consumer = KafkaConsumer("ssh-kafka", bootstrap_servers=cluster.bootstrap_servers,
+                                 auto_offset_reset="earliest", consumer_timeout_ms=10000)
+        assert sorted(int(m.value) for m in consumer) == list(range(20))
+        consumer.close()
+        logs = cluster.collect_logs(tmp_path / "logs")
+        assert tmp_path / "logs" / "n1" / "controller.log" in logs
+    assert ssh_runs(tmp_path / "state", include_owned=True) == []
