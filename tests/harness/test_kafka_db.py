@@ -150,6 +150,6 @@ def test_a_run_on_our_broker_refuses_a_property_only_kafka_knows():
 @needs_jars
 def test_a_run_on_kafka_records_the_version_it_ran():
     test = build_test(load_config(overrides={"db": "kafka", "kafka_version": "3.9.1"}))
-    assert test.db.describe()["kafka_version"] == "3.9.1"
+    assert test.db.describe()["broker"]["version"] == "3.9.1"
     assert test.db.spec.launcher.libs == str(CACHE / "3.9.1" / "libs")
     assert os.path.isfile(Path(test.db.spec.launcher.libs) / test.db.spec.launcher.main_jar)

@@ -11,28 +11,20 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Any
 
-from harness.db.cluster import Cluster, ClusterSpec
+from harness.db.cluster_db import ClusterDB, ClusterOptions, cluster_spec
 from harness.db.kafka.broker import KafkaBroker
 from harness.db.kafka.distribution import DEFAULT_VERSION, VERSIONS, KafkaUnavailable, resolve
-from harness.db.kchaos import SAFE_BROKER_CONFIG
 from harness.db.part import DBContext, DBKind
 
-__all__ = ["KIND", "KafkaDB", "KafkaOptions", "check_kafka_config"]
+__all__ = ["KIND", "KafkaOptions", "check_kafka_config"]
 
 
 @dataclass(frozen=True, kw_only=True)
-class KafkaOptions:
-    """Options of the kafka db (see `harness.options`)."""
+class KafkaOptions(ClusterOptions):
+    """Options of the kafka db: those of every db on a cluster, and which Kafka runs how
+    (see `harness.options`)."""
 
-    zookeepers: int = field(default=3, metadata={"help": "ZooKeeper nodes"})
-    colocate: bool = field(default=False, metadata={
-        "help": "run ZooKeeper on the first broker nodes"})
-    broker_config: Mapping[str, str] = field(
-        default_factory=lambda: dict(SAFE_BROKER_CONFIG),
-        metadata={"help": "a broker property (server.properties); merged over the defaults"})
     kafka_version: str = field(default=DEFAULT_VERSION, metadata={
         "help": "Apache Kafka version, jars from Maven Central (cached in .cache/kafka)",
         "choices": tuple(VERSIONS)})
@@ -43,29 +35,12 @@ class KafkaOptions:
     heap: str = field(default="768m", metadata={"help": "each Kafka broker's JVM heap"})
 
     def __post_init__(self) -> None:
-        if not 1 <= self.zookeepers <= 99:
-            raise ValueError("zookeepers must be 1 to 99")
+        super().__post_init__()
         if not self.heap[:-1].isdigit() or self.heap[-1] not in "mMgG":
             raise ValueError(f"heap must be like 768m or 2g, got {self.heap!r}")
 
 
-@dataclass(frozen=True)
-class KafkaDB:
-    """Kafka brokers and ZooKeeper as `ClusterSpec` describes them."""
-
-    spec: ClusterSpec
-    name: str = "kafka"
-
-    def start(self, logs_dest: Path | None = None, timeout: float = 60.0) -> Cluster:
-        return Cluster.up(self.spec, timeout=timeout, logs_dest=logs_dest)
-
-    def describe(self) -> dict[str, Any]:
-        launcher = self.spec.launcher
-        return {"db": self.name, "kafka_version": getattr(launcher, "version", None),
-                "broker_config": dict(self.spec.broker_config)}
-
-
-def build(options: KafkaOptions, context: DBContext) -> KafkaDB:
+def build(options: KafkaOptions, context: DBContext) -> ClusterDB:
     """ValueError when Kafka's jars cannot be had or a broker property is one this Kafka
     version does not know."""
     try:
@@ -77,10 +52,7 @@ def build(options: KafkaOptions, context: DBContext) -> KafkaDB:
         raise ValueError(str(error)) from error
     launcher = KafkaBroker(distribution.version, str(distribution.libs), main_jar,
                            options.java, options.heap)
-    return KafkaDB(ClusterSpec(
-        brokers=context.nodes, zookeepers=options.zookeepers, colocate=options.colocate,
-        broker_config=dict(options.broker_config), backend=context.backend.backend,
-        options=context.backend.spec_options(), launcher=launcher))
+    return ClusterDB(cluster_spec(options, context, launcher), "kafka")
 
 
 KIND = DBKind(KafkaOptions, build)

@@ -1,0 +1,57 @@
+"""What every db of brokers on a `Cluster` (with a real ZooKeeper ensemble) shares: the
+options about the ensemble and the broker properties, and the db part itself."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from harness.db.brokers import BrokerLauncher
+from harness.db.cluster import Cluster, ClusterSpec
+from harness.db.part import DBContext
+
+__all__ = ["SAFE_BROKER_CONFIG", "ClusterDB", "ClusterOptions", "cluster_spec"]
+
+SAFE_BROKER_CONFIG = {"min.insync.replicas": "2", "unclean.leader.election.enable": "false"}
+
+
+@dataclass(frozen=True, kw_only=True)
+class ClusterOptions:
+    """Options of a db on a cluster (see `harness.options`)."""
+
+    zookeepers: int = field(default=3, metadata={"help": "ZooKeeper nodes"})
+    colocate: bool = field(default=False, metadata={
+        "help": "run ZooKeeper on the first broker nodes"})
+    broker_config: Mapping[str, str] = field(
+        default_factory=lambda: dict(SAFE_BROKER_CONFIG),
+        metadata={"help": "a broker property (server.properties); merged over the defaults"})
+
+    def __post_init__(self) -> None:
+        if not 1 <= self.zookeepers <= 99:
+            raise ValueError("zookeepers must be 1 to 99")
+
+
+@dataclass(frozen=True)
+class ClusterDB:
+    """Brokers and ZooKeeper as `spec` describes them; `name` is the db's."""
+
+    spec: ClusterSpec
+    name: str
+
+    def start(self, logs_dest: Path | None = None, timeout: float = 60.0) -> Cluster:
+        return Cluster.up(self.spec, timeout=timeout, logs_dest=logs_dest)
+
+    def describe(self) -> dict[str, Any]:
+        return {"db": self.name, "broker": self.spec.launcher.to_json(),
+                "broker_config": dict(self.spec.broker_config)}
+
+
+def cluster_spec(options: ClusterOptions, context: DBContext,
+                 launcher: BrokerLauncher) -> ClusterSpec:
+    """The cluster of `context.nodes` brokers that `options` and `launcher` describe."""
+    return ClusterSpec(
+        brokers=context.nodes, zookeepers=options.zookeepers, colocate=options.colocate,
+        broker_config=dict(options.broker_config), backend=context.backend.backend,
+        options=context.backend.spec_options(), launcher=launcher)
