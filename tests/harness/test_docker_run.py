@@ -51,6 +51,15 @@ def _left(client, prefix: str) -> list:
     return client.api.containers(all=True, filters=label) + client.api.networks(filters=label)
 
 
+def _kchaos_run(store: Path, base_url: str, image: str, *options: str):
+    """`kchaos run` of 20 s on 3 brokers and 1 ZooKeeper in containers, seed 5."""
+    return subprocess.run(
+        [str(Path(sys.executable).parent / "kchaos"), "run", "--store", str(store),
+         "--backend", "docker", "--docker-host", base_url, "--docker-image", image,
+         "--time-limit", "20", "--seed", "5", "--nodes", "3", "--zookeepers", "1", *options],
+        capture_output=True, text=True, timeout=600)
+
+
 def test_cluster_up_nemeses_and_down(docker_host, tmp_path):
     base_url, image, client = docker_host
     spec = ClusterSpec(brokers=3, zookeepers=1, backend="docker",
@@ -87,12 +96,8 @@ def test_safe_run_with_partition_and_kill_faults_is_valid(docker_host, tmp_path,
     base_url, image, client = docker_host
     store = tmp_path / "store"
     monkeypatch.setenv("KCHAOS_STATE_DIR", str(tmp_path / "state"))
-    done = subprocess.run(
-        [str(Path(sys.executable).parent / "kchaos"), "run", "--store", str(store),
-         "--backend", "docker", "--docker-host", base_url, "--docker-image", image,
-         "--time-limit", "20", "--nemesis", "partition,kill", "--nemesis-interval", "4",
-         "--seed", "5", "--nodes", "3", "--zookeepers", "1"],
-        capture_output=True, text=True, timeout=600)
+    done = _kchaos_run(store, base_url, image, "--nemesis", "partition,kill",
+                       "--nemesis-interval", "4")
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     run = (store / "latest").resolve()
     assert json.loads((run / "results.json").read_text())["valid"] is True
@@ -135,12 +140,8 @@ def test_a_kafka_run_in_containers_gets_the_jars_uploaded_and_is_valid(docker_ho
     base_url, image, client = docker_host
     store = tmp_path / "store"
     monkeypatch.setenv("KCHAOS_STATE_DIR", str(tmp_path / "state"))
-    done = subprocess.run(
-        [str(Path(sys.executable).parent / "kchaos"), "run", "--db", "kafka", "--store",
-         str(store), "--backend", "docker", "--docker-host", base_url, "--docker-image", image,
-         "--time-limit", "20", "--nemesis", "kill-leader", "--nemesis-interval", "6",
-         "--seed", "5", "--nodes", "3", "--zookeepers", "1"],
-        capture_output=True, text=True, timeout=600)
+    done = _kchaos_run(store, base_url, image, "--db", "kafka", "--nemesis", "kill-leader",
+                       "--nemesis-interval", "6")
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     run = (store / "latest").resolve()
     assert json.loads((run / "results.json").read_text())["valid"] is True
