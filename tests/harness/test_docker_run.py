@@ -146,5 +146,5 @@ def test_a_kafka_run_in_containers_gets_the_jars_uploaded_and_is_valid(docker_ho
     run = (store / "latest").resolve()
     assert json.loads((run / "results.json").read_text())["valid"] is True
     assert (run / "nodes" / "n1" / "controller.log").is_file()
-    assert json.loads((run / "test.json").read_text())["config"]["db"] == "kafka"
+    assert json.loads((run / "test.json").read_text())["db"] == "kafka"
     assert client.api.containers(all=True, filters={"label": RUN_LABEL}) == []

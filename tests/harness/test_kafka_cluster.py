@@ -134,8 +134,8 @@ def test_a_short_kchaos_run_on_kafka_is_valid_and_keeps_its_logs(tmp_path):
     assert "kchaos: VALID" in done.stdout
     run = (store / "latest").resolve()
     test = json.loads((run / "test.json").read_text())
-    assert test["config"]["db"] == "kafka"
-    assert test["config"]["run"]["db"] == "kafka"
+    assert test["db"] == "kafka" and test["config"]["run"]["db"] == "kafka"
+    assert test["broker"]["version"] == "3.9.1"
     nodes = run / "nodes"
     assert (nodes / "n1" / "controller.log").is_file()
     assert (nodes / "n1" / "state-change.log").is_file()
