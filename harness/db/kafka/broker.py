@@ -20,10 +20,14 @@ from typing import Any
 
 from harness.control import Remote
 from harness.db.brokers import CLIENT_PORT, chaos_defaults, properties_text
+from harness.db.kafka.logs import write_event_log
 
 __all__ = ["KafkaBroker", "LOG4J_PROPERTIES", "kafka_properties"]
 
 LOG_PATTERN = "[%d{yyyy-MM-dd'T'HH:mm:ss.SSSZ}] %p %m (%c)%n"
+# kafka.controller and state.change.logger at TRACE, as in Kafka's own log4j.properties:
+# the controller's decisions that harness.db.kafka.logs reads are TRACE lines before 2.x
+# (partition state changes, the LeaderAndIsr it sends) and DEBUG ones after (ISR updates)
 LOG4J_PROPERTIES = f"""\
 log4j.rootLogger=INFO, serverAppender, stdout
 log4j.appender.stdout=org.apache.log4j.ConsoleAppender
@@ -42,9 +46,9 @@ log4j.appender.stateChangeAppender=org.apache.log4j.FileAppender
 log4j.appender.stateChangeAppender.File=${{kafka.logs.dir}}/state-change.log
 log4j.appender.stateChangeAppender.layout=org.apache.log4j.PatternLayout
 log4j.appender.stateChangeAppender.layout.ConversionPattern={LOG_PATTERN}
-log4j.logger.kafka.controller=INFO, controllerAppender
+log4j.logger.kafka.controller=TRACE, controllerAppender
 log4j.additivity.kafka.controller=false
-log4j.logger.state.change.logger=INFO, stateChangeAppender
+log4j.logger.state.change.logger=TRACE, stateChangeAppender
 log4j.additivity.state.change.logger=false
 log4j.logger.org.apache.zookeeper=WARN
 log4j.logger.kafka.request.logger=WARN
@@ -132,8 +136,6 @@ class KafkaBroker:
     def derive_logs(self, node_dir: Path) -> list[Path]:
         """The node's controller event log (`controller-events.jsonl`), parsed from its
         controller.log and state-change.log (`harness.db.kafka.logs`)."""
-        from harness.db.kafka.logs import write_event_log
-
         with contextlib.suppress(FileNotFoundError):
             return [write_event_log(node_dir)]
         return []
