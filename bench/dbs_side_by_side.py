@@ -8,7 +8,8 @@ root, in network namespaces); the runs are stored under `--store` (default
 - `safe`: the defaults (acks=all, min.insync.replicas=2, unclean election off), 60 s of
   every nemesis (`--nemesis all`), one run per seed of `--seeds`;
 - `unclean`: `--scenario unclean-2013` (Kafka's 2013 loss, staged);
-- `acks1`: `--acks 1` with leader kills.
+- `acks1`: `--acks 1` with leader kills;
+- `acks1-isolated`: `--acks 1`, the leader cut off from its followers, then killed.
 
 Per run it prints the verdict headline, acknowledged writes lost, the elections
 checker's attribution (unclean-election-loss, ...), the share of seconds without an ok
@@ -36,6 +37,8 @@ CASES = {
     "unclean": ["--scenario", "unclean-2013"],
     "acks1": ["--acks", "1", "--nemesis", "kill-leader", "--nemesis-interval", "8",
               "--time-limit", "60"],
+    "acks1-isolated": ["--acks", "1", "--nemesis", "leader-from-followers,kill-leader",
+                       "--nemesis-interval", "4", "--time-limit", "60"],
 }
 
 
@@ -58,7 +61,7 @@ def run(db: str, case: str, seed: int, store: Path) -> dict:
     return {
         "db": db, "case": case, "seed": seed, "exit": done.returncode,
         "headline": headline(results),
-        "acked_lost": checkers.get("acks", {}).get("stats", {}).get("lost-acknowledged"),
+        "acked_lost": (elections.get("stats") or {}).get("lost-acknowledged"),
         "attribution": {kind: body.get("count") for kind, body in
                         (elections.get("anomalies") or {}).items()},
         "without_ok_write": (availability.get("overall") or {}).get("fraction"),

@@ -38,10 +38,12 @@ Definitions:
      so the old leader handed over alive: the election itself (0 s);
   2. "leader-offline": the first `leader-offline` event of the partition (its
      leader left the ISR with no successor);
-  3. "broker-change": when the old leader was still recorded (old leader >= 0),
-     the last `broker-change` event: the controller learned a broker died or
-     bounced and moved leadership at once. The parsed events do not say which
-     broker, so an unrelated broker change in between would shorten this;
+  3. "broker-change" or "become-controller": when the old leader was still
+     recorded (old leader >= 0), the last `broker-change` or `become-controller`
+     event: the controller learned a broker died or bounced, or a new controller
+     (the old one died, perhaps with the leader) read the live brokers, and moved
+     leadership at once. The parsed events do not say which broker, so an
+     unrelated broker change in between would shorten this;
   4. "previous-leader-change": the partition's previous leader change, an
      upper bound (the leader was lost at some point after it);
   5. none of these (the partition's first leader change, no marker): `from`
@@ -74,6 +76,8 @@ __all__ = ["AvailabilityChecker", "FaultWindow", "fault_windows", "failovers", "
 NS = 1_000_000_000
 NS_PER_MS = 1_000_000
 PLANNED = frozenset({"preferred", "reassigned", "controlled-shutdown"})
+# When a controller learns the brokers it has: a broker change, or taking office.
+CONTROLLER_NOTICES = frozenset({"broker-change", "become-controller"})
 
 FaultWindow = tuple[str, Any, int, int | None]  # fault, value, start ns, end ns (None: open)
 
@@ -174,9 +178,9 @@ def _lost_at(events: Sequence[ControllerEvent], topic: str, partition: int,
                 and event.partition == partition):
             return event.time, "leader-offline"
     if change.old_leader is not None and change.old_leader >= 0:
-        changes = [e for e in between if e.event == "broker-change"]
-        if changes:
-            return changes[-1].time, "broker-change"
+        notices = [e for e in between if e.event in CONTROLLER_NOTICES]
+        if notices:
+            return notices[-1].time, notices[-1].event
     if previous is not None:
         return previous.time, "previous-leader-change"
     return None, None

@@ -161,6 +161,22 @@ def test_failover_from_the_event_log() -> None:
     assert stats["failovers"][2]["unclean"] is True
 
 
+def test_failover_of_a_leader_that_was_the_controller_starts_at_the_new_controller() -> None:
+    tp = {"topic": "kchaos", "partition": 0}
+    events = [
+        event(100, "broker-change"),
+        event(200, "elect-leader", **tp, selector="offline", old_leader=-1, new_leader=3,
+              leader_epoch=0),
+        # Broker 3, leader and controller, dies: broker 2 takes office at 26.5 s and elects.
+        event(26_530, "become-controller"),
+        event(26_560, "elect-leader", **tp, selector="offline", old_leader=3, new_leader=4,
+              leader_epoch=1),
+    ]
+    stats = check(steady(30.0), {"controller_events": events})
+    moved = stats["failovers"][-1]
+    assert (moved["from"], moved["seconds"]) == ("become-controller", 0.03)
+
+
 def test_failover_without_a_marker_is_bounded_by_the_previous_change(tmp_path) -> None:
     lines = [
         {"time": START_MS + 1_000, "event": "elect-leader", "topic": "kchaos", "partition": 0,
