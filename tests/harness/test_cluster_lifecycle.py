@@ -178,7 +178,7 @@ def test_expire_session_makes_the_controller_see_the_broker_leave_and_return(clu
     while victim_id not in metadata(controller_address)[1]:
         assert time.monotonic() < deadline, "the controller did not see the broker return"
         time.sleep(0.1)
-    log = f"{cluster.broker_set.data_dir(controller_node)}/controller-events.jsonl"
+    log = f"{cluster.broker_set.directory(controller_node)}/data/controller-events.jsonl"
     changes = [event for event in map(json.loads, cluster.remote.exec(
         controller_node, ["cat", log]).out.splitlines()) if event["event"] == "broker-change"]
     # Either the controller saw the broker leave and then return, or (when it registered

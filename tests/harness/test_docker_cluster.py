@@ -15,7 +15,7 @@ import pytest
 from kafka import KafkaConsumer, KafkaProducer
 
 from harness.control.docker import DockerRemote, PrivateDaemon
-from harness.db.brokers import BrokerSet
+from harness.db.brokers import BrokerSet, KchaosBroker
 from harness.db.files import fetch
 from harness.db.zookeeper import ZooKeeperEnsemble
 
@@ -50,7 +50,7 @@ def remote(tmp_path_factory):
 def cluster(remote):
     ensemble = ZooKeeperEnsemble(remote, ("z1",), ROOT)
     brokers = BrokerSet(remote, ("n1", "n2", "n3"), ROOT, ensemble.connect,
-                        {"zookeeper.session.timeout.ms": "4000"}, python=remote.python)
+                        {"zookeeper.session.timeout.ms": "4000"}, KchaosBroker(remote.python))
     try:
         ensemble.start(timeout=60)
         brokers.start()
