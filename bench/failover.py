@@ -5,9 +5,11 @@ For each `--db` (default both: kchaos, kafka) brings up three brokers and one Zo
 network namespaces (as root) with the same ZooKeeper session timeout, creates a topic of
 one partition with replication factor 3 (min.insync.replicas=2), and keeps a
 confluent-kafka producer (acks=all, idempotent) writing a record every 5 ms. Each round
-kills the leader's broker with SIGKILL and measures the time from the kill to the first
-write acknowledged after it; then restarts the broker and waits for the full ISR. Prints
-each round and the median per db. Clusters are taken down at the end.
+kills the leader's broker with SIGKILL and measures the time from the kill to the ack of
+the first write sent after it; then restarts the broker and waits for the full ISR. Prints
+each round, where its time went (from the controller event logs: until the controller's
+notice, the election, the first ack) and the median per db. Clusters are taken down at
+the end.
 
     .venv/bin/python bench/failover.py [--db kchaos,kafka] [--rounds 3]
 """
@@ -17,6 +19,7 @@ from __future__ import annotations
 import argparse
 import statistics
 import sys
+import tempfile
 import threading
 import time
 from pathlib import Path
@@ -26,6 +29,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from confluent_kafka import Producer  # noqa: E402
 from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
 
+from checker.events import ControllerEvent, read_event_logs  # noqa: E402
 from harness.control.backends import BackendOptions  # noqa: E402
 from harness.db.part import DBContext  # noqa: E402
 from harness.db.registry import DBS  # noqa: E402
@@ -35,30 +39,34 @@ TOPIC = "failover"
 
 
 class Writer:
-    """A producer thread writing every 5 ms; remembers when each ack arrived."""
+    """A producer thread writing every 5 ms; remembers when each write was sent and when
+    its ack arrived."""
 
     def __init__(self, bootstrap: str) -> None:
         self.producer = Producer({"bootstrap.servers": bootstrap, "acks": "all",
                                   "enable.idempotence": True, "linger.ms": 0,
                                   "message.timeout.ms": 120000})
-        self.acks: list[float] = []
+        self.acks: list[tuple[float, float]] = []
         self.stopped = threading.Event()
         self.thread = threading.Thread(target=self._write, daemon=True)
         self.thread.start()
 
     def _write(self) -> None:
-        def delivered(error, message) -> None:
-            if error is None:
-                self.acks.append(time.monotonic())
+        def delivered(sent: float):
+            def callback(error, message) -> None:
+                if error is None:
+                    self.acks.append((sent, time.monotonic()))
+            return callback
         while not self.stopped.is_set():
-            self.producer.produce(TOPIC, b"x" * 100, on_delivery=delivered)
+            self.producer.produce(TOPIC, b"x" * 100, on_delivery=delivered(time.monotonic()))
             self.producer.poll(0.005)
         self.producer.flush(30)
 
     def first_ack_after(self, moment: float, timeout: float = 120.0) -> float | None:
+        """Seconds from `moment` to the ack of the first write sent after it."""
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
-            later = [ack for ack in self.acks[-2000:] if ack > moment]
+            later = [acked for sent, acked in self.acks[-2000:] if sent > moment]
             if later:
                 return min(later) - moment
             time.sleep(0.01)
@@ -83,6 +91,21 @@ def wait_full_isr(cluster, timeout: float = 90.0) -> None:
     raise TimeoutError(f"{TOPIC}-0 never had 3 in-sync replicas again")
 
 
+def split(events: list[ControllerEvent], killed_ms: float, took: float) -> str:
+    """Where a failover's time went: kill -> the controller's notice (a broker change or a
+    new controller) -> the partition's election -> the first acknowledged write."""
+    after = [e for e in events if e.time >= killed_ms]
+    notice = next((e.time for e in after if e.event in ("broker-change", "become-controller")),
+                  None)
+    elected = next((e.time for e in after if e.event == "elect-leader" and e.topic == TOPIC),
+                   None)
+    if notice is None or elected is None:
+        return "no election in the controller event logs"
+    acked = took - (elected - killed_ms) / 1000
+    return (f"notice {(notice - killed_ms) / 1000:.2f} s, election +"
+            f"{(elected - notice) / 1000:.2f} s, first ack +{acked:.2f} s")
+
+
 def measure(db_name: str, rounds: int) -> list[float]:
     kind = DBS[db_name]
     options = kind.options(zookeepers=1, broker_config={
@@ -90,6 +113,7 @@ def measure(db_name: str, rounds: int) -> list[float]:
         "zookeeper.session.timeout.ms": "6000", "replica.lag.time.max.ms": "10000"})
     db = kind.build(options, DBContext(3, BackendOptions()))
     seconds = []
+    kills: list[tuple[float, float]] = []
     with db.start(timeout=120) as cluster:
         admin = AdminClient({"bootstrap.servers": cluster.bootstrap_servers})
         admin.create_topics([NewTopic(TOPIC, 1, 3)], operation_timeout=30)[TOPIC].result()
@@ -100,13 +124,14 @@ def measure(db_name: str, rounds: int) -> list[float]:
                 time.sleep(3)
                 leader = partition_state(cluster).leader
                 node = cluster.broker_node(leader)
-                killed = time.monotonic()
+                killed, killed_ms = time.monotonic(), time.time() * 1000
                 cluster.kill(node)
                 took = writer.first_ack_after(killed)
                 if took is None:
                     print(f"{db_name:>6} round {number}: no write acknowledged within 120 s")
                 else:
                     seconds.append(took)
+                    kills.append((killed_ms, took))
                     print(f"{db_name:>6} round {number}: leader broker {leader} killed, first "
                           f"acks=all write acknowledged after {took:.2f} s", flush=True)
                 cluster.start(node)
@@ -114,6 +139,12 @@ def measure(db_name: str, rounds: int) -> list[float]:
                 wait_full_isr(cluster)
         finally:
             writer.stop()
+        with tempfile.TemporaryDirectory(prefix="kchaos-failover-") as logs:
+            cluster.collect_logs(Path(logs))
+            events = read_event_logs({path.parent.name: path for path in
+                                      Path(logs).glob("*/controller-events.jsonl")}).events
+            for number, (killed_ms, took) in enumerate(kills, 1):
+                print(f"{db_name:>6} round {number}: {split(events, killed_ms, took)}")
     return seconds
 
 
