@@ -22,7 +22,7 @@ from pathlib import Path
 from kafka.protocol.metadata import MetadataRequest, MetadataResponse
 from kazoo.client import KazooClient
 
-from tests.support.zookeeper import free_port
+from tests.support.zookeeper import free_ports
 
 REPO = Path(__file__).resolve().parent.parent.parent
 
@@ -68,10 +68,12 @@ class BrokerCluster:
     def __post_init__(self) -> None:
         if not self.chroot:
             self.chroot = f"/kchaos-{os.getpid()}-{time.monotonic_ns()}"
+        ports = free_ports(2 * self.size)
         for broker_id in range(1, self.size + 1):
             directory = self.directory / f"broker-{broker_id}"
             directory.mkdir(parents=True, exist_ok=True)
-            self.brokers[broker_id] = BrokerProcess(broker_id, free_port(), free_port(), directory)
+            self.brokers[broker_id] = BrokerProcess(broker_id, ports[2 * broker_id - 2],
+                                                    ports[2 * broker_id - 1], directory)
         self._zk: KazooClient | None = None
 
     # -- lifecycle ----------------------------------------------------------------
