@@ -22,12 +22,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from confluent_kafka import Consumer, Producer, TopicPartition  # noqa: E402
-from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
-
-from harness.control.backends import BackendOptions  # noqa: E402
-from harness.db.part import DBContext  # noqa: E402
-from harness.db.registry import DBS  # noqa: E402
-from nemesis.targets import read_snapshot  # noqa: E402
+from three_brokers import create_topic, db_names, three_brokers  # noqa: E402
 
 RECORD = b"x" * 100
 
@@ -90,27 +85,9 @@ def high_watermarks(bootstrap: str, topic: str, partitions: int) -> int:
         consumer.close()
 
 
-def wait_full_isr(cluster, topic: str, partitions: int, timeout: float = 60.0) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        states = [s for s in read_snapshot(cluster.zk).partitions if s.topic == topic]
-        if len(states) == partitions and all(len(s.isr) == 3 for s in states):
-            return
-        time.sleep(0.2)
-    raise TimeoutError(f"{topic}: not every partition has 3 in-sync replicas")
-
-
 def measure(db_name: str, args: argparse.Namespace) -> list[dict]:
-    kind = DBS[db_name]
-    options = kind.options(zookeepers=1, broker_config={
-        "min.insync.replicas": "2", "replica.lag.time.max.ms": "10000",
-        "unclean.leader.election.enable": "false"})
-    db = kind.build(options, DBContext(3, BackendOptions()))
-    with db.start(timeout=120) as cluster:
-        admin = AdminClient({"bootstrap.servers": cluster.bootstrap_servers})
-        admin.create_topics([NewTopic("bench", args.partitions, 3)],
-                            operation_timeout=30)["bench"].result()
-        wait_full_isr(cluster, "bench", args.partitions)
+    with three_brokers(db_name).start(timeout=120) as cluster:
+        create_topic(cluster, "bench", args.partitions)
         if args.warmup > 0:  # the JVM compiles its hot paths first; ours has none to compile
             run(cluster.bootstrap_servers, "bench", "all", args.warmup, args.linger_ms,
                 args.batch_bytes)
@@ -142,10 +119,7 @@ def main() -> int:
     parser.add_argument("--batch-bytes", type=int, default=131072)
     parser.add_argument("--acks", nargs="+", default=["1", "all"])
     args = parser.parse_args()
-    names = args.db.split(",")
-    unknown = [name for name in names if name not in DBS]
-    if unknown:
-        parser.error(f"--db: unknown {', '.join(unknown)}; known: {', '.join(DBS)}")
+    names = db_names(parser, args.db)
     print(f"3 brokers and 1 ZooKeeper in network namespaces, RF 3, {args.partitions} "
           f"partitions, 100-byte records, linger.ms={args.linger_ms}, "
           f"batch.size={args.batch_bytes}")

@@ -27,12 +27,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from confluent_kafka import Producer  # noqa: E402
-from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
+from three_brokers import create_topic, db_names, three_brokers, wait_full_isr  # noqa: E402
 
-from checker.events import ControllerEvent, read_event_logs  # noqa: E402
-from harness.control.backends import BackendOptions  # noqa: E402
-from harness.db.part import DBContext  # noqa: E402
-from harness.db.registry import DBS  # noqa: E402
+from checker.events import ControllerEvent, event_log_paths, read_event_logs  # noqa: E402
 from nemesis.targets import read_snapshot  # noqa: E402
 
 TOPIC = "failover"
@@ -81,16 +78,6 @@ def partition_state(cluster):
     return next((s for s in read_snapshot(cluster.zk).partitions if s.topic == TOPIC), None)
 
 
-def wait_full_isr(cluster, timeout: float = 90.0) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        state = partition_state(cluster)
-        if state is not None and len(state.isr) == 3 and state.leader > 0:
-            return
-        time.sleep(0.2)
-    raise TimeoutError(f"{TOPIC}-0 never had 3 in-sync replicas again")
-
-
 def split(events: list[ControllerEvent], killed_ms: float, took: float) -> str:
     """Where a failover's time went: kill -> the controller's notice (a broker change or a
     new controller) -> the partition's election -> the first acknowledged write."""
@@ -107,17 +94,10 @@ def split(events: list[ControllerEvent], killed_ms: float, took: float) -> str:
 
 
 def measure(db_name: str, rounds: int) -> list[float]:
-    kind = DBS[db_name]
-    options = kind.options(zookeepers=1, broker_config={
-        "min.insync.replicas": "2", "unclean.leader.election.enable": "false",
-        "zookeeper.session.timeout.ms": "6000", "replica.lag.time.max.ms": "10000"})
-    db = kind.build(options, DBContext(3, BackendOptions()))
     seconds = []
     kills: list[tuple[float, float]] = []
-    with db.start(timeout=120) as cluster:
-        admin = AdminClient({"bootstrap.servers": cluster.bootstrap_servers})
-        admin.create_topics([NewTopic(TOPIC, 1, 3)], operation_timeout=30)[TOPIC].result()
-        wait_full_isr(cluster)
+    with three_brokers(db_name).start(timeout=120) as cluster:
+        create_topic(cluster, TOPIC, 1)
         writer = Writer(cluster.bootstrap_servers)
         try:
             for number in range(1, rounds + 1):
@@ -136,13 +116,12 @@ def measure(db_name: str, rounds: int) -> list[float]:
                           f"acks=all write acknowledged after {took:.2f} s", flush=True)
                 cluster.start(node)
                 cluster.broker_set.wait_healthy(timeout=90)
-                wait_full_isr(cluster)
+                wait_full_isr(cluster, TOPIC, 1)
         finally:
             writer.stop()
         with tempfile.TemporaryDirectory(prefix="kchaos-failover-") as logs:
-            cluster.collect_logs(Path(logs))
-            events = read_event_logs({path.parent.name: path for path in
-                                      Path(logs).glob("*/controller-events.jsonl")}).events
+            cluster.collect_logs(Path(logs) / "nodes")
+            events = read_event_logs(event_log_paths(logs)).events
             for number, (killed_ms, took) in enumerate(kills, 1):
                 print(f"{db_name:>6} round {number}: {split(events, killed_ms, took)}")
     return seconds
@@ -153,10 +132,7 @@ def main() -> int:
     parser.add_argument("--db", default="kchaos,kafka", help="comma-separated dbs")
     parser.add_argument("--rounds", type=int, default=3)
     args = parser.parse_args()
-    names = args.db.split(",")
-    unknown = [name for name in names if name not in DBS]
-    if unknown:
-        parser.error(f"--db: unknown {', '.join(unknown)}; known: {', '.join(DBS)}")
+    names = db_names(parser, args.db)
     print("3 brokers, 1 ZooKeeper, zookeeper.session.timeout.ms=6000, RF 3, "
           "min.insync.replicas=2; kill -9 of the leader -> first acknowledged acks=all write")
     medians = {}
