@@ -29,7 +29,7 @@ from harness.db.registry import DBS
 from harness.options import ConfigError, add_arguments, build, declared, layered
 from nemesis.targets import read_snapshot
 
-__all__ = ["add_backend_arguments", "add_commands", "backend_fields", "status_json"]
+__all__ = ["add_backend_arguments", "add_commands", "backend_options", "status_json"]
 
 
 def add_commands(commands: argparse._SubParsersAction) -> None:
@@ -70,21 +70,20 @@ def add_backend_arguments(parser: argparse.ArgumentParser) -> None:
     add_arguments(parser, declared(BackendOptions))
 
 
-def backend_fields(args: argparse.Namespace) -> dict:
-    """`backend` and `options` of a ClusterSpec from `add_backend_arguments`' flags;
-    raises ConfigError when a value is wrong or the backend's source of hosts is missing."""
+def backend_options(args: argparse.Namespace) -> BackendOptions:
+    """The backend `add_backend_arguments`' flags describe; raises ConfigError when a value
+    is wrong or the backend's source of hosts is missing."""
     values = layered(declared(BackendOptions), [("command line", vars(args))])
-    backend = build(BackendOptions, values, "command line")
-    return {"backend": backend.backend, "options": backend.spec_options()}
+    return build(BackendOptions, values, "command line")
 
 
-def _counts(args: argparse.Namespace, fields: dict) -> tuple[int, int]:
+def _counts(args: argparse.Namespace, backend: BackendOptions) -> tuple[int, int]:
     """--nodes and --zookeepers, defaulting to every host of an ssh or vagrant inventory."""
     given = args.nodes is not None and args.zookeepers is not None
-    if given or fields["backend"] not in ("ssh", "vagrant"):
+    if given or backend.backend not in ("ssh", "vagrant"):
         return args.nodes or 5, args.zookeepers or 3
-    options = fields["options"]
-    inventory = (load_inventory(options["inventory"]) if fields["backend"] == "ssh"
+    options = backend.spec_options()
+    inventory = (load_inventory(options["inventory"]) if backend.backend == "ssh"
                  else vagrant_inventory(options["vagrant_dir"]))
     brokers = len(inventory.with_role("broker"))
     zookeepers = brokers if args.colocate else len(inventory.with_role("zookeeper"))
@@ -93,11 +92,11 @@ def _counts(args: argparse.Namespace, fields: dict) -> tuple[int, int]:
 
 def _up(args: argparse.Namespace) -> int:
     try:
-        fields = backend_fields(args)
-        if fields["backend"] == "local":
+        backend = backend_options(args)
+        if backend.backend == "local":
             ensure_root(sys.argv[1:])
-        brokers, zookeepers = _counts(args, fields)
-        spec = replace(_db_spec(args, brokers, zookeepers), base_dir=args.dir)
+        brokers, zookeepers = _counts(args, backend)
+        spec = replace(_db_spec(args, backend, brokers, zookeepers), base_dir=args.dir)
     except (ValueError, RemoteError) as error:
         print(f"kchaos: {error}", file=sys.stderr)
         return exit_codes.ERROR
@@ -130,7 +129,8 @@ def _up(args: argparse.Namespace) -> int:
     return 0
 
 
-def _db_spec(args: argparse.Namespace, brokers: int, zookeepers: int) -> ClusterSpec:
+def _db_spec(args: argparse.Namespace, backend: BackendOptions, brokers: int,
+             zookeepers: int) -> ClusterSpec:
     """The cluster the chosen db (`--db` and its options) describes; ConfigError for an
     option of another db, or a value the db refuses."""
     kind = DBS[args.db]
@@ -142,8 +142,6 @@ def _db_spec(args: argparse.Namespace, brokers: int, zookeepers: int) -> Cluster
                 raise ConfigError(f"{option.flag} belongs to db {name}, not --db {args.db}")
     options = build(kind.options, layered(declared(kind.options), [("command line", given)]),
                     "command line")
-    backend = build(BackendOptions, layered(declared(BackendOptions),
-                                            [("command line", vars(args))]), "command line")
     try:
         return kind.build(options, DBContext(brokers, backend)).spec
     except ValueError as error:
