@@ -67,10 +67,10 @@ class Distribution:
     @property
     def main_jar(self) -> str:
         """The file name of the broker's own jar (`kafka_<scala>-<version>.jar`)."""
-        for path in sorted(self.libs.glob("kafka_*.jar")):
-            if _MAIN_JAR.match(path.name):
-                return path.name
-        raise KafkaUnavailable(f"{self.libs}: no kafka_<scala>-<version>.jar")
+        jar = _broker_jar(self.libs)
+        if jar is None:
+            raise KafkaUnavailable(f"{self.libs}: no kafka_<scala>-<version>.jar")
+        return jar.group(0)
 
     def config_names(self, java: str = "java") -> frozenset[str]:
         """Every broker property this version knows, from its own `KafkaConfig`."""
@@ -155,11 +155,19 @@ def from_home(home: str | Path) -> Distribution:
     if not libs.is_dir():
         raise KafkaUnavailable(f"--kafka-home {home}: no libs/ folder; give the folder an "
                                f"Apache Kafka binary distribution unpacks into")
-    for path in libs.glob("kafka_*.jar"):
-        match = _MAIN_JAR.match(path.name)
-        if match:
-            return Distribution(match.group(2), libs)
-    raise KafkaUnavailable(f"--kafka-home {home}: libs/ holds no kafka_<scala>-<version>.jar")
+    jar = _broker_jar(libs)
+    if jar is None:
+        raise KafkaUnavailable(f"--kafka-home {home}: libs/ holds no "
+                               f"kafka_<scala>-<version>.jar")
+    return Distribution(jar.group(2), libs)
+
+
+def _broker_jar(libs: Path) -> re.Match[str] | None:
+    """The name of the broker's own jar in `libs`, matched: (scala, version)."""
+    for path in sorted(libs.glob("kafka_*.jar")):
+        if match := _MAIN_JAR.match(path.name):
+            return match
+    return None
 
 
 def resolve(version: str = DEFAULT_VERSION, home: str | Path | None = None) -> Distribution:
