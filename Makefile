@@ -24,3 +24,4 @@ lint: bootstrap
 
 bench: bootstrap
 	$(PY) bench/linearizability.py
+	$(PY) bench/lin_vs_porcupine.py

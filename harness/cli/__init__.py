@@ -1,24 +1,41 @@
 """The `kchaos` command line: one module per command family, each adding its subcommands.
 
-    run      kchaos run (a chaos test end to end)
-    check    kchaos check, check-history, check-lin (checking stored runs and bare files)
-    cluster  kchaos cluster up | status | down
-    report   kchaos report
-    serve    kchaos serve
-    history  kchaos history export
+    run        kchaos run (a chaos test end to end)
+    check      kchaos check, check-history (checking stored runs and bare queue histories)
+    check_lin  kchaos check-lin (linearizability of history files)
+    cluster    kchaos cluster up | status | down
+    report     kchaos report
+    serve      kchaos serve
+    history    kchaos history export
+
+A command's module is imported only when that command runs (`kchaos check-lin
+--local` must not pay for Spark, Kafka clients or plotting); `kchaos --help`,
+a usage error and `build_parser()` without a command import them all.
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib
 import sys
 from collections.abc import Sequence
 from typing import NoReturn
 
 from harness import exit_codes
-from harness.cli import check, cluster, history, report, run, serve
 
 __all__ = ["build_parser", "main"]
+
+# Command -> the module of harness.cli that adds it, in the order of `kchaos --help`.
+COMMANDS = {
+    "run": "run",
+    "check": "check",
+    "check-history": "check",
+    "check-lin": "check_lin",
+    "cluster": "cluster",
+    "report": "report",
+    "serve": "serve",
+    "history": "history",
+}
 
 
 class _Parser(argparse.ArgumentParser):
@@ -29,14 +46,22 @@ class _Parser(argparse.ArgumentParser):
         self.exit(exit_codes.ERROR, f"{self.prog}: error: {message}\n")
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The parser of `command` alone (a name of COMMANDS), or of every command."""
     parser = _Parser(prog="kchaos", description="Chaos testing for Kafka-style replicated logs.")
     commands = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
-    for module in (run, check, cluster, report, serve, history):
-        module.add_commands(commands)
+    wanted = [COMMANDS[command]] if command in COMMANDS else COMMANDS.values()
+    for module in dict.fromkeys(wanted):
+        importlib.import_module(f"harness.cli.{module}").add_commands(commands)
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    argv = sys.argv[1:] if argv is None else list(argv)
+    args = build_parser(_command_of(argv)).parse_args(argv)
     return args.handler(args)
+
+
+def _command_of(argv: Sequence[str]) -> str | None:
+    """The command named by `argv`: its first word, when no option comes before it."""
+    return argv[0] if argv and not argv[0].startswith("-") else None

@@ -8,10 +8,15 @@ from pathlib import Path
 import pytest
 
 from checker.files import check_files
-from checker.history import Operation
+from checker.history import Operation, pair_operations
+from checker.lin_dfs import DepthFirst
+from checker.lin_entries import prepare_entries
+from checker.lin_sweep import Sweep
 from checker.linearizability import Budget, check_operations
 from checker.models import CAS_REGISTER, KV, REGISTER
 from harness.exit_codes import for_files
+from tests.checker.test_linearizability_bruteforce import finish
+from tests.support.cas_histories import cas_history, invalid_twin
 
 DATA = Path(__file__).parent.parent / "data" / "porcupine"
 
@@ -71,6 +76,31 @@ def test_stale_read_gives_a_counterexample():
     assert example.stuck == [1]
     assert example.state == "1"
     assert example.descriptions[1] == "read(None) -> None"
+
+
+@pytest.mark.parametrize("search_class", [Sweep, DepthFirst])
+def test_each_search_explains_the_stale_read_alike(search_class):
+    ops = [op(0, "write", 1, None, 0, 1), op(1, "read", None, None, 2, 3)]
+    search = search_class(REGISTER, prepare_entries(REGISTER, ops), 1000)
+    assert finish(search) is False
+    example = search.counterexample()
+    assert (example.prefix, example.stuck, example.pending, example.state) == ([0], [1], [], "1")
+
+
+@pytest.mark.parametrize("search_class", [Sweep, DepthFirst])
+def test_a_counterexample_prefix_is_a_legal_order_before_the_stuck_op(search_class):
+    twin = pair_operations(invalid_twin(cas_history(200, 5, 5, 0.05, seed=2), 5))
+    search = search_class(CAS_REGISTER, prepare_entries(CAS_REGISTER, twin), 10**6)
+    assert finish(search) is False
+    example = search.counterexample()
+    by_index = {o.invoke_index: o for o in twin}
+    state = CAS_REGISTER.init()
+    for index in example.prefix:
+        legal, state = CAS_REGISTER.step(state, by_index[index])
+        assert legal, index
+    assert CAS_REGISTER.describe_state(state) == example.state
+    [stuck] = example.stuck
+    assert stuck not in example.prefix and by_index[stuck].status == "ok"
 
 
 def test_an_unknown_write_may_take_effect_late_or_never():

@@ -5,7 +5,8 @@ The brute force tries every order of the operations that respects real time
 (and every subset of the unknown-outcome ones) against concrete sequential
 specifications written here, independently of `checker.models`; in
 particular the kv model's symbolic append order is checked against plain
-string concatenation.
+string concatenation. The portfolio and each of its two searches, the sweep
+and the depth-first search, are checked alone.
 """
 
 from __future__ import annotations
@@ -17,8 +18,13 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from checker.history import Operation
-from checker.linearizability import check_operations
-from checker.models import MODELS
+from checker.lin_dfs import DepthFirst
+from checker.lin_entries import prepare_entries
+from checker.lin_sweep import Sweep
+from checker.linearizability import check_operations, partitions_of
+from checker.models import MODELS, Model
+
+SEARCHES = (Sweep, DepthFirst)
 
 
 def register_spec(state, op):
@@ -145,10 +151,28 @@ def _corrupt_output(model: str, op: Operation):
         if op.f == "get" else st.just(op.output)
 
 
+def finish(search) -> bool:
+    """Run one search to its end; its verdict."""
+    run = search.run()
+    while True:
+        try:
+            next(run)
+        except StopIteration as finished:
+            return finished.value
+
+
+def decide_alone(search_class, model: Model, ops: list[Operation]) -> bool:
+    """The verdict of one search on every partition."""
+    return all(finish(search_class(model, prepare_entries(model, part), 10**7))
+               for part in partitions_of(model, ops).values())
+
+
 def _check(model: str, ops: list[Operation]) -> None:
     expected = brute_force(model, ops)
     result = check_operations(MODELS[model], ops, complete=True)
     assert result.valid is expected, (ops, result)
+    for search_class in SEARCHES:
+        assert decide_alone(search_class, MODELS[model], ops) is expected, (search_class, ops)
 
 
 SETTINGS = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])

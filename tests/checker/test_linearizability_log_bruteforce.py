@@ -21,6 +21,7 @@ from hypothesis import strategies as st
 from checker.history import Operation
 from checker.linearizability import check_operations
 from checker.models import LOG
+from tests.checker.test_linearizability_bruteforce import SEARCHES, decide_alone
 
 KEYS = (0, 1)
 
@@ -198,6 +199,8 @@ def test_log_agrees_with_brute_force(ops):
     expected = brute_force(ops)
     result = check_operations(LOG, ops, complete=True)
     assert result.valid is expected, (ops, result)
+    for search_class in SEARCHES:
+        assert decide_alone(search_class, LOG, ops) is expected, (search_class, ops)
 
 
 def test_generator_makes_both_verdicts():
