@@ -1,12 +1,17 @@
 """Benchmark: a synthetic 1,000,000-op queue history checked through Spark local on 2 cores.
 
     .venv/bin/python bench/queue_checker.py [--ops 1000000] [--keys 8] [--master local[2]]
+                                            [--txn]
 
 Generates a queue-workload history (sends and polls by many processes over a few
 keys, then final reads draining every key) with anomalies of every type injected
 at known places, checks it with the queue, acks and election checkers through
 `checker.spark.check_history_on_spark`, prints seconds for generation, Spark
 start, loading and checking, and exits 1 unless every injected anomaly was found.
+With `--txn`, a fifth of the steps are transactions (a send and a poll, committed one
+at a time, so they form a large acyclic dependency graph), cycles (G0, G1c with wr
+edges only, G1c with a ww edge) are injected on keys of their own, and the txn
+checker runs too.
 """
 
 from __future__ import annotations
@@ -25,11 +30,14 @@ from checker.acks import AcksChecker  # noqa: E402
 from checker.elections import ElectionChecker  # noqa: E402
 from checker.queue import QueueChecker  # noqa: E402
 from checker.spark import check_history_on_spark, spark_session  # noqa: E402
+from checker.txn import TxnChecker  # noqa: E402
 
 HOLE = object()
 INJECTIONS_PER_TYPE = 5
 POLL_BATCH = 32
 DRAIN_BATCH = 2000
+TXN_SHARE = 0.2
+CYCLES = ("G0", "G1c", "G1c-ww")
 
 
 class Writer:
@@ -47,7 +55,8 @@ class Writer:
         self.index += 1
 
 
-def generate(path: Path, ops: int, keys: int, processes: int, seed: int) -> Counter:
+def generate(path: Path, ops: int, keys: int, processes: int, seed: int,
+             txn: bool = False) -> Counter:
     """Write the history; returns how many anomalies of each type were injected."""
     rng = random.Random(seed)
     logs: list[list] = [[] for _ in range(keys)]
@@ -58,7 +67,7 @@ def generate(path: Path, ops: int, keys: int, processes: int, seed: int) -> Coun
     plan = {kind: sorted(rng.sample(range(budget // 4, budget // 2), INJECTIONS_PER_TYPE))
             for kind in ("lost-write", "duplicate", "inconsistent-offsets", "G1a", "poll-skip",
                          "nonmonotonic-poll", "int-poll-skip", "int-nonmonotonic-poll",
-                         "nonmonotonic-send")}
+                         "nonmonotonic-send", "int-nonmonotonic-send")}
     triggers = {at: kind for kind, ats in plan.items() for at in ats}
     with open(path, "w", encoding="utf-8") as out:
         w = Writer(out)
@@ -67,7 +76,7 @@ def generate(path: Path, ops: int, keys: int, processes: int, seed: int) -> Coun
             process = rng.randrange(processes)
             key = rng.randrange(keys)
             log = logs[key]
-            if kind == "nonmonotonic-send":
+            if kind == "int-nonmonotonic-send":
                 a, b = next_value, next_value + 1
                 next_value += 2
                 w.line("invoke", process, "send", f'[["send", {key}, {a}], ["send", {key}, {b}]]')
@@ -75,6 +84,18 @@ def generate(path: Path, ops: int, keys: int, processes: int, seed: int) -> Coun
                 off = len(log) - 2
                 w.line("ok", process, "send",
                        f'[["send", {key}, [{off + 1}, {a}]], ["send", {key}, [{off}, {b}]]]')
+            elif kind == "nonmonotonic-send":
+                a, b = next_value, next_value + 1
+                next_value += 2
+                log.extend((b, a))
+                off = len(log) - 2
+                for value, offset in ((a, off + 1), (b, off)):
+                    w.line("invoke", process, "send", f'[["send", {key}, {value}]]')
+                    w.line("ok", process, "send", f'[["send", {key}, [{offset}, {value}]]]')
+            elif txn and not kind and rng.random() < TXN_SHARE:
+                next_value = _transaction(w, rng, logs, positions[process], process, key,
+                                          next_value)
+                continue
             elif kind in ("lost-write", "duplicate", "G1a") or (not kind and rng.random() < 0.5):
                 value = next_value
                 next_value += 1
@@ -102,6 +123,11 @@ def generate(path: Path, ops: int, keys: int, processes: int, seed: int) -> Coun
                     positions[process][key] = max(o for o, _ in records) + 1
             if kind:
                 injected[kind] += 1
+        if txn:
+            for number in range(INJECTIONS_PER_TYPE):
+                for cycle in CYCLES:
+                    next_value = _cycle(w, cycle, f"{cycle}-{number}", processes + 2, next_value)
+                    injected[cycle.split("-ww")[0]] += 1
         drainer = processes
         for key, log in enumerate(logs):
             for start in range(0, len(log), DRAIN_BATCH):
@@ -120,6 +146,54 @@ def generate(path: Path, ops: int, keys: int, processes: int, seed: int) -> Coun
             next_value += 1
             injected["unseen"] += 1
     return injected
+
+
+def _transaction(w: Writer, rng: random.Random, logs: list[list], positions: list[int],
+                 process: int, key: int, value: int) -> int:
+    """One committed transaction: a send to `key` and a poll of another key from where the
+    process was. Returns the next free value."""
+    read = rng.randrange(len(logs))
+    log = logs[read]
+    start = positions[read]
+    records = [(o, log[o]) for o in range(start, min(len(log), start + rng.randrange(1, 8)))
+               if log[o] is not HOLE]
+    if records:
+        positions[read] = records[-1][0] + 1
+    pairs = ", ".join(f"[{o}, {v}]" for o, v in records)
+    w.line("invoke", process, "txn", f'[["send", {key}, {value}], ["poll"]]')
+    logs[key].append(value)
+    w.line("ok", process, "txn", f'[["send", {key}, [{len(logs[key]) - 1}, {value}]], '
+                                 f'["poll", {{"{read}": [{pairs}]}}]]')
+    return value + 1
+
+
+def _cycle(w: Writer, kind: str, name: str, process: int, value: int) -> int:
+    """Two overlapping transactions on keys of their own forming a cycle of `kind`: G0 (ww
+    both ways), G1c (each reads the other's send) or G1c-ww (a read one way, a ww the
+    other). Returns the next free value."""
+    x, y, a, b, c = f'"{name}-x"', f'"{name}-y"', value, value + 1, value + 2
+    p, q = process, process + 1
+    if kind == "G0":
+        w.line("invoke", p, "txn", f'[["send", {x}, {a}], ["send", {y}, {a}]]')
+        w.line("invoke", q, "txn", f'[["send", {x}, {b}], ["send", {y}, {b}]]')
+        w.line("ok", p, "txn", f'[["send", {x}, [0, {a}]], ["send", {y}, [1, {a}]]]')
+        w.line("ok", q, "txn", f'[["send", {x}, [1, {b}]], ["send", {y}, [0, {b}]]]')
+        reads = f'{{{x}: [[0, {a}], [1, {b}]], {y}: [[0, {b}], [1, {a}]]}}'
+    elif kind == "G1c":
+        w.line("invoke", p, "txn", f'[["send", {x}, {a}], ["poll"]]')
+        w.line("invoke", q, "txn", f'[["send", {y}, {b}], ["poll"]]')
+        w.line("ok", p, "txn", f'[["send", {x}, [0, {a}]], ["poll", {{{y}: [[0, {b}]]}}]]')
+        w.line("ok", q, "txn", f'[["send", {y}, [0, {b}]], ["poll", {{{x}: [[0, {a}]]}}]]')
+        reads = f'{{{x}: [[0, {a}]], {y}: [[0, {b}]]}}'
+    else:
+        w.line("invoke", p, "txn", f'[["send", {x}, {a}], ["send", {y}, {c}]]')
+        w.line("invoke", q, "txn", f'[["poll"], ["send", {y}, {b}]]')
+        w.line("ok", p, "txn", f'[["send", {x}, [0, {a}]], ["send", {y}, [2, {c}]]]')
+        w.line("ok", q, "txn", f'[["poll", {{{x}: [[0, {a}]]}}], ["send", {y}, [1, {b}]]]')
+        reads = f'{{{x}: [[0, {a}]], {y}: [[1, {b}], [2, {c}]]}}'
+    w.line("invoke", p, "poll", '[["poll"]]')
+    w.line("ok", p, "poll", f'[["poll", {reads}]]')
+    return value + 3
 
 
 def _poll(rng: random.Random, log: list, position: int, kind: str | None) -> list | None:
@@ -155,11 +229,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--processes", type=int, default=20)
     parser.add_argument("--seed", type=int, default=5)
     parser.add_argument("--master", default="local[2]")
+    parser.add_argument("--txn", action="store_true",
+                        help="add transactions, inject dependency cycles, run the txn checker")
     args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory(prefix="kchaos-bench-") as scratch:
         path = Path(scratch) / "history.jsonl"
         started = time.monotonic()
-        injected = generate(path, args.ops, args.keys, args.processes, args.seed)
+        injected = generate(path, args.ops, args.keys, args.processes, args.seed, args.txn)
         lines = sum(1 for _ in open(path, "rb"))
         print(f"generation: {time.monotonic() - started:.1f} s "
               f"({lines} ops, {path.stat().st_size / 1e6:.0f} MB, injected {dict(injected)})")
@@ -170,6 +246,8 @@ def main(argv: list[str] | None = None) -> int:
                     "start_wall_ms": 0}
             checkers = {"queue": QueueChecker(), "acks": AcksChecker(),
                         "elections": ElectionChecker()}
+            if args.txn:
+                checkers["txn"] = TxnChecker()
             timings: dict[str, float] = {}
             started = time.monotonic()
             results = check_history_on_spark(session, test, path, checkers, timings=timings)
@@ -177,11 +255,14 @@ def main(argv: list[str] | None = None) -> int:
     print(f"loading (parse and partition by key on executors): {timings['load']:.1f} s")
     print(f"checking (per key on executors, then fold): {timings['check']:.1f} s")
     print(f"loading + checking: {total:.1f} s; verdict {results.valid}")
-    queue = results.checkers["queue"]
+    found = {kind: anomaly for name in ("queue", "txn") if name in results.checkers
+             for kind, anomaly in results.checkers[name].anomalies.items()}
     missed = [kind for kind, count in injected.items()
-              if kind not in queue.anomalies or queue.anomalies[kind].count < count]
-    for kind, anomaly in sorted(queue.anomalies.items()):
+              if kind not in found or found[kind].count < count]
+    for kind, anomaly in sorted(found.items()):
         print(f"  {kind}: {anomaly.count} found, {injected.get(kind, 0)} injected")
+    if "txn" in results.checkers:
+        print(f"  txn graph: {results.checkers['txn'].stats}")
     if missed:
         print(f"MISSED: {missed}")
         return 1

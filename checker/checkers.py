@@ -117,7 +117,8 @@ class AnalysisChecker(ABC):
               opts: Mapping[str, Any]) -> Result:
         analysis = opts.get("queue_analysis")
         if analysis is None:
-            from checker.queue import QueueBudget, analyse  # checker.queue imports us
+            from checker.queue import analyse  # checker.queue imports us
+            from checker.queue_finders import QueueBudget
 
             analysis = analyse(history, budget=QueueBudget.of(test, opts))
         if analysis.unknown:
@@ -190,7 +191,8 @@ class Composed:
         started = time.monotonic()
         if opts.get("queue_analysis") is None and sum(
                 isinstance(c, AnalysisChecker) for c in self.checkers.values()) > 1:
-            from checker.queue import QueueBudget, analyse  # checker.queue imports us
+            from checker.queue import analyse  # checker.queue imports us
+            from checker.queue_finders import QueueBudget
 
             with contextlib.suppress(Exception):  # each checker then reports the error itself
                 opts = {**opts, "queue_analysis": analyse(

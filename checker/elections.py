@@ -44,14 +44,8 @@ from checker.events import (
     leader_changes,
     read_event_logs,
 )
-from checker.queue import (
-    QueueAnalysis,
-    acks_label,
-    broker_setting,
-    flag,
-    normalise_key,
-    promises_no_loss,
-)
+from checker.queue import QueueAnalysis, acks_label, broker_setting, flag, promises_no_loss
+from checker.queue_events import normalise_key
 
 __all__ = ["DEFAULT_TOPIC", "ElectionChecker", "attribute", "partition_of"]
 

@@ -47,7 +47,7 @@ from checker.history import (
     op_from_json,
     read_numbered_history,
 )
-from checker.queue import events_of
+from checker.queue_events import events_of
 
 __all__ = ["FORMATS", "QUEUE_FORMATS", "detect_format", "read_ops", "read_queue_ops"]
 

@@ -10,6 +10,7 @@ from checker.checkers import Checker, Composed, compose
 from checker.elections import ElectionChecker
 from checker.linearizable import LinearizabilityChecker
 from checker.queue import QueueChecker
+from checker.txn import TxnChecker
 
 __all__ = ["CHECKERS", "NEED_NODE_LOGS", "checker_names", "composed"]
 
@@ -19,6 +20,7 @@ CHECKERS: dict[str, Callable[[], Checker]] = {
     "elections": ElectionChecker,
     "linearizability": LinearizabilityChecker,
     "availability": AvailabilityChecker,
+    "txn": TxnChecker,
 }
 # Checkers that read the nodes' logs of a run folder (a bare history has none).
 NEED_NODE_LOGS = frozenset({"elections"})

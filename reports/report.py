@@ -32,7 +32,8 @@ __all__ = ["Report", "verdict_label", "write_report"]
 NS = 1e9
 LOSS_KINDS = ("lost-write", "unseen", "lost-acknowledged", "lost-allowed-by-configuration")
 ELECTION_KINDS = ("unclean-election-loss", "clean-election-loss", "unexplained-loss")
-WITNESS_FIELDS = ("key", "offset", "offsets", "value", "values", "ops", "election")
+WITNESS_FIELDS = ("key", "offset", "offsets", "value", "values", "ops", "election", "cycle",
+                  "steps")
 VERDICTS = {True: ("valid", "VALID"), False: ("invalid", "INVALID"),
             "unknown": ("unknown", "UNKNOWN"), None: ("none", "NO RESULTS")}
 
@@ -164,8 +165,9 @@ class _Page:
         indices = witness.get("ops") or []
         ops = [op for op in map(self._op, indices) if op is not None]
         first = ops[0] if ops else None
-        details = join((element("div", f"{k}: {json.dumps(v, default=repr)}")
-                        for k, v in witness.items() if k not in WITNESS_FIELDS))
+        details = join([*(element("div", f"{k}: {json.dumps(v, default=repr)}")
+                          for k, v in witness.items() if k not in WITNESS_FIELDS),
+                        _cycle_steps(witness.get("steps"))])
         election = witness.get("election")
         return [
             "" if first is None else f"{first.time / NS:.3f}",
@@ -375,6 +377,17 @@ def _seconds(value: Any) -> str:
 
 def _percent(value: Any) -> str:
     return f"{100 * value:.1f} %" if isinstance(value, int | float) else "n/a"
+
+
+def _cycle_steps(steps: Any) -> Markup:
+    """A dependency cycle's steps (`checker.txn` witnesses), one line each: from, to, edge
+    type and why."""
+    if not isinstance(steps, list):
+        return join([])
+    return element("ol", join(
+        element("li", f"#{step.get('from')} \u2192 #{step.get('to')} ({step.get('type')}): "
+                      f"{step.get('why')}")
+        for step in steps if isinstance(step, Mapping)))
 
 
 def _election_text(election: Mapping[str, Any], start_wall_ms: float | None) -> Markup:

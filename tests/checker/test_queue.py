@@ -10,14 +10,8 @@ import pytest
 from checker.acks import AcksChecker
 from checker.errors import HistoryError
 from checker.history import load_history
-from checker.queue import (
-    QueueChecker,
-    acks_label,
-    allowed_anomalies,
-    analyse,
-    events_of,
-    promises_no_loss,
-)
+from checker.queue import QueueChecker, acks_label, allowed_anomalies, analyse, promises_no_loss
+from checker.queue_events import events_of
 from tests.support.queue_histories import INJECTIONS, Builder
 
 DATA = Path(__file__).parent.parent / "data" / "queue"
@@ -209,16 +203,31 @@ def test_poll_skip_between_a_process_polls_names_the_skipped_offsets():
 
 
 @pytest.mark.parametrize("reset", ["assign", "subscribe", "crash"])
-def test_assign_subscribe_and_crash_reset_poll_order(reset):
+def test_reassignments_that_drop_the_key_and_crash_reset_poll_order(reset):
     b = Builder()
     for offset in range(3):
         b.send(0, 1, 10 + offset, offset)
     b.poll(5, {1: [(0, 10), (1, 11), (2, 12)]})
-    b.assign(5, [1], f=reset)
+    b.assign(5, [2], f=reset)
     b.poll(5, {1: [(0, 10)]})
     b.poll(5, {1: [(2, 12)]})
     assert set(found(b)) == {"poll-skip"}
     assert found(b)["poll-skip"]["count"] == 1
+
+
+@pytest.mark.parametrize("reset", ["assign", "subscribe"])
+def test_a_reassignment_that_keeps_the_key_keeps_its_poll_position(reset):
+    b = Builder()
+    for offset in range(3):
+        b.send(0, 1, 10 + offset, offset)
+    first = b.poll(5, {1: [(0, 10), (1, 11)]})
+    b.assign(5, [1, 2], f=reset)
+    back = b.poll(5, {1: [(0, 10)]})
+    assert found(b)["nonmonotonic-poll"]["examples"] == [
+        {"key": 1, "offsets": [1, 0], "ops": [first, back]}]
+    b.assign(5, [1], f=reset, seek_to_beginning=True)
+    b.poll(5, {1: [(0, 10)]})
+    assert found(b)["nonmonotonic-poll"]["count"] == 1
 
 
 def test_offsets_nobody_observed_are_not_skips():
@@ -269,7 +278,16 @@ def test_nonmonotonic_send_across_ops_and_within_one():
     within = b.sends(1, [(2, 20, 1), (2, 21, 0)])
     anomalies = found(b)
     assert [w["ops"] for w in anomalies["nonmonotonic-send"]["examples"]] == [
-        [first, second], [within]]
+        [first, second]]
+    assert [w["ops"] for w in anomalies["int-nonmonotonic-send"]["examples"]] == [[within]]
+
+
+def test_no_nonmonotonic_send_across_a_reassignment_that_dropped_the_key():
+    b = Builder()
+    b.send(0, 1, 10, 4)
+    b.assign(0, [2])
+    b.send(0, 1, 11, 2)
+    assert "nonmonotonic-send" not in found(b)
 
 
 def test_sends_by_different_processes_may_interleave():
@@ -321,7 +339,7 @@ def test_acks_labels_and_promises():
 
 
 def test_allowed_anomalies_by_configuration():
-    assert allowed_anomalies(SAFE) == frozenset()
+    assert allowed_anomalies(SAFE) == frozenset({"int-send-skip"})
     assert {"poll-skip", "nonmonotonic-poll"} <= allowed_anomalies({**SAFE, "subscribe": True})
     assert {"lost-write", "unseen", "inconsistent-offsets", "nonmonotonic-send",
             "nonmonotonic-poll", "poll-skip"} <= allowed_anomalies({**SAFE, "acks": 1})
@@ -334,3 +352,15 @@ def test_allowed_loss_is_reported_not_failed():
     assert result.valid is True
     assert result.allowed == ["lost-write"]
     assert result.anomalies["lost-write"].count == 1
+
+
+def test_an_info_send_whose_value_was_read_counts_with_the_offset_its_completion_gave():
+    b = Builder()
+    info = b.op(0, "send", [["send", 1, 10]], "info", [["send", 1, [0, 10]]])
+    other = b.send(1, 1, 11, 0)
+    reader = b.poll(5, {1: [(1, 10)]})
+    anomalies = found(b)
+    assert anomalies["inconsistent-offsets"]["examples"] == [
+        {"key": 1, "offset": 0, "values": [10, 11], "ops": [info, other]}]
+    assert anomalies["duplicate"]["examples"] == [
+        {"key": 1, "value": 10, "offsets": [0, 1], "ops": [info, reader]}]

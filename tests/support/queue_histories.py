@@ -29,6 +29,10 @@ class Builder:
     def invoke(self, process: Any, f: str, value: Any) -> int:
         return self._line("invoke", process, f, value, {})
 
+    def complete(self, process: Any, f: str, kind: str, value: Any, **extra: Any) -> int:
+        """The completion of an op invoked earlier with `invoke` (ops may overlap)."""
+        return self._line(kind, process, f, value, extra)
+
     def send(self, process: Any, key: Any, value: int, offset: int | None = None,
              kind: str = "ok", **extra: Any) -> int:
         done = [["send", key, [offset, value]]] if kind == "ok" else [["send", key, value]]
@@ -44,8 +48,10 @@ class Builder:
         result = {str(k): [[o, v] for o, v in pairs] for k, pairs in reads.items()}
         return self.op(process, "poll", [["poll"]], "ok", [["poll", result]])
 
-    def assign(self, process: Any, keys: list[Any], f: str = "assign") -> int:
-        return self.op(process, f, keys, "ok", keys)
+    def assign(self, process: Any, keys: list[Any], f: str = "assign",
+               seek_to_beginning: bool = False) -> int:
+        extra = {"seek_to_beginning": True} if seek_to_beginning else {}
+        return self.op(process, f, keys, "ok", keys, **extra)
 
     def nemesis(self, f: str, value: Any) -> int:
         return self._line("info", "nemesis", f, value, {})
@@ -53,9 +59,10 @@ class Builder:
 
 def simulate(seed: int, steps: int, keys: int = 3, processes: int = 4) -> Builder:
     """A valid queue history: sends append to per-key logs, pollers read forward from
-    where they were (assign moves them back to a random earlier point; a worker whose
-    send was info goes on as a new process, which polls from where it was), then every key
-    is drained from the beginning."""
+    where they were (an assign keeps the positions of the keys it lists; one that seeks
+    to the beginning, or that drops a key, lets the next poll of it start anywhere at or
+    before where it was; a worker whose send was info goes on as a new process, which
+    polls from where it was), then every key is drained from the beginning."""
     rng = random.Random(seed)
     logs: list[list[int]] = [[] for _ in range(keys)]
     positions = [[0] * keys for _ in range(processes)]
@@ -85,8 +92,11 @@ def simulate(seed: int, steps: int, keys: int = 3, processes: int = 4) -> Builde
             b.poll(process, {key: [(o, logs[key][o]) for o in range(start, end)]})
             positions[worker][key] = max(start, end)
         else:
-            b.assign(process, list(range(keys)))
-            positions[worker] = [rng.randrange(0, p + 1) for p in positions[worker]]
+            kept = [k for k in range(keys) if rng.random() < 0.6]
+            seek = rng.random() < 0.5
+            b.assign(process, kept, seek_to_beginning=seek)
+            positions[worker] = [p if k in kept and not seek else rng.randrange(0, p + 1)
+                                 for k, p in enumerate(positions[worker])]
         if rng.random() < 0.05:
             b.nemesis("start-partition", {"n1": ["n2"]})
     drainer = "drainer"
@@ -137,3 +147,81 @@ def inject(b: Builder, kind: str, key: str = "x") -> None:
         b.send(p, key, 1001, 1)
         b.send(p, key, 1002, 0)
         b.poll(q, {key: [(0, 1002), (1, 1001)]})
+
+
+def simulate_txns(seed: int, steps: int, keys: int = 3, processes: int = 4) -> Builder:
+    """A valid transactional history: transactions run one at a time, each sending to a
+    few keys and polling forward from where its process was; some abort (fail: nothing
+    sent is kept, the poll position does not move) and some crash after committing
+    (info, then the worker goes on as a new process that polls from the start). Every key
+    is drained at the end."""
+    rng = random.Random(seed)
+    logs: list[list[int]] = [[] for _ in range(keys)]
+    positions: dict[Any, list[int]] = {}
+    b = Builder()
+    value = 0
+    ids = list(range(processes))
+    for _ in range(steps):
+        worker = rng.randrange(processes)
+        process = ids[worker]
+        at = positions.setdefault(process, [0] * keys)
+        invoked, done, moved = [], [], list(at)
+        appended: list[tuple[int, int]] = []
+        for _ in range(rng.randrange(1, 4)):
+            key = rng.randrange(keys)
+            if rng.random() < 0.5:
+                value += 1
+                invoked.append(["send", key, value])
+                appended.append((key, value))
+                done.append(["send", key, [len(logs[key]) + sum(
+                    1 for k, _ in appended[:-1] if k == key), value]])
+            else:
+                end = min(len(logs[key]), moved[key] + rng.randrange(0, 3))
+                records = [[o, logs[key][o]] for o in range(moved[key], end)]
+                invoked.append(["poll"])
+                done.append(["poll", {str(key): records}])
+                moved[key] = max(moved[key], end)
+        fate = rng.random()
+        kind = "fail" if fate < 0.1 else "info" if fate < 0.2 else "ok"
+        if kind != "fail":
+            for key, sent in appended:
+                logs[key].append(sent)
+            positions[process] = moved
+        b.op(process, "txn", invoked, kind, done if kind != "fail" else invoked)
+        if kind == "info":
+            ids[worker] += processes
+    for key, log in enumerate(logs):
+        b.poll("drainer", {key: list(enumerate(log))})
+    return b
+
+
+TXN_INJECTIONS = ("G0", "G1c", "G1b", "precommitted-read", "int-nonmonotonic-send")
+
+
+def inject_txn(b: Builder, kind: str, keys: tuple[str, str] = ("tx", "ty")) -> None:
+    """Append, on fresh keys, two or three transactions showing `kind`."""
+    x, y = keys
+    p, q = "p-" + kind, "q-" + kind
+    if kind == "G0":
+        b.invoke(p, "txn", [["send", x, 2001], ["send", y, 2001]])
+        b.invoke(q, "txn", [["send", x, 2002], ["send", y, 2002]])
+        b.complete(p, "txn", "ok", [["send", x, [0, 2001]], ["send", y, [1, 2001]]])
+        b.complete(q, "txn", "ok", [["send", x, [1, 2002]], ["send", y, [0, 2002]]])
+        b.poll("r-" + kind, {x: [(0, 2001), (1, 2002)], y: [(0, 2002), (1, 2001)]})
+    elif kind == "G1c":
+        b.invoke(p, "txn", [["send", x, 2001], ["poll"]])
+        b.invoke(q, "txn", [["send", y, 2002], ["poll"]])
+        b.complete(p, "txn", "ok", [["send", x, [0, 2001]], ["poll", {y: [[0, 2002]]}]])
+        b.complete(q, "txn", "ok", [["send", y, [0, 2002]], ["poll", {x: [[0, 2001]]}]])
+    elif kind == "G1b":
+        b.op(p, "txn", [["send", x, 2001], ["send", x, 2002]], "ok",
+             [["send", x, [0, 2001]], ["send", x, [1, 2002]]])
+        b.poll(q, {x: [(0, 2001)]})
+        b.poll("r-" + kind, {x: [(0, 2001), (1, 2002)]})
+    elif kind == "precommitted-read":
+        b.op(p, "txn", [["send", x, 2001], ["poll"]], "ok",
+             [["send", x, [0, 2001]], ["poll", {x: [[0, 2001]]}]])
+    elif kind == "int-nonmonotonic-send":
+        b.op(p, "txn", [["send", x, 2001], ["send", x, 2002]], "ok",
+             [["send", x, [1, 2001]], ["send", x, [0, 2002]]])
+        b.poll(q, {x: [(0, 2002), (1, 2001)]})
