@@ -6,7 +6,7 @@ validated, `pair_operations` pairs each invocation with its completion, and
 `write_edn` exports Jepsen's EDN history format.
 
 `HistoryValidator` holds the history rules. A history split into slices (the
-byte ranges `checker.spark` parses on executors) is validated slice by slice
+byte ranges `checker.spark_queue` parses on executors) is validated slice by slice
 with `SliceValidator`, which does not know what came before its slice; the
 caller then `join`s the slices' `SliceState`s, in order, into one
 HistoryValidator, which raises the violation `read_history` would raise, at

@@ -1,22 +1,19 @@
 """Checkers on Spark: the only module of `checker` that imports pyspark.
 
-Queue histories (`check_history_on_spark`) are split the same way, by key:
-executors parse byte ranges of the history file into per-key events, the
-events of each key meet in one task that runs `checker.queue.analyse_key`, and
-the driver folds the key reports and hands the analysis to every
-`AnalysisChecker` (queue, acks, elections); any other checker runs on the
-driver with the loaded history. Executors also validate the history rules
-within their range (`checker.history.SliceValidator`) and the driver joins the
-ranges in order, so a malformed history fails with the `HistoryError` (line
-and reason) that `checker.history.read_history` gives.
+Queue histories (`check_history_on_spark`, or many at once with
+`check_histories_on_spark`, a night of runs) are analysed on the executors by
+`checker.spark_queue` (each history whole in one task, or split by key; the
+executors never open a driver's path), then the driver hands each history's
+analysis to every `AnalysisChecker` (queue, acks, elections, txn); any other
+checker runs on the driver with the loaded history.
 
-Work is split as Porcupine splits it, by partition (P-compositionality): each
-partition of each history is one unit, units are dealt into a few Spark
-partitions balanced by size, and each executor runs the same pure search as
-the calling process, with the budgets enforced inside the task. Executors
-import only `checker`, shipped to them as a zip.
+Files of other formats (`check_files_on_spark`) are split as Porcupine splits
+them, by partition (P-compositionality): each partition of each file is one
+unit, units are dealt into a few Spark partitions balanced by size, and each
+executor runs the same pure search as the calling process, with the budgets
+enforced inside the task. Executors import only `checker`, shipped to them as
+a zip.
 """
-
 from __future__ import annotations
 
 import functools
@@ -41,24 +38,11 @@ from checker.checkers import (
 )
 from checker.errors import HistoryError
 from checker.files import FileResult, check_job_partition, load_job, summarise
-from checker.history import (
-    HistoryValidator,
-    Operation,
-    SliceState,
-    SliceValidator,
-    load_history,
-    op_from_line,
-)
+from checker.history import Op, Operation, load_history
 from checker.linearizability import Budget, PartitionResult
-from checker.queue import (
-    RESET,
-    KeyReport,
-    QueueAnalysis,
-    QueueBudget,
-    analyse_key,
-    events_of,
-    fold,
-)
+from checker.queue import QueueAnalysis
+from checker.queue_finders import QueueBudget
+from checker.spark_queue import HistorySource, is_shared, numbered_ops, queue_analyses_on_spark
 
 DEFAULT_MASTER = "local[*]"
 
@@ -69,15 +53,15 @@ Unit = tuple[int, str, Hashable, list[Operation]]
 def spark_session(master: str = DEFAULT_MASTER, app_name: str = "kchaos") -> Iterator[Any]:
     """A Spark session with `checker` shipped to its executors.
 
-    A session that was already running is reused as it is (the caller that started it
-    shipped `checker` and stops it); otherwise it is stopped on exit.
+    A session that was already running, started by any thread, is reused as it is (the
+    caller that started it shipped `checker` and stops it); otherwise it is stopped on exit.
     """
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     from pyspark.sql import SparkSession
 
-    already_running = SparkSession.getActiveSession() is not None
+    already_running = _session_running()
     session = (
         SparkSession.builder.master(master)
         .appName(app_name)
@@ -97,6 +81,19 @@ def spark_session(master: str = DEFAULT_MASTER, app_name: str = "kchaos") -> Ite
             yield session
         finally:
             session.stop()
+
+
+def _session_running() -> bool:
+    """Whether a session runs in this process: active in this thread, or the default one
+    another thread started (`getActiveSession` sees only this thread's)."""
+    from pyspark.errors import PySparkRuntimeError
+    from pyspark.sql import SparkSession
+
+    try:
+        SparkSession.active()
+    except PySparkRuntimeError:
+        return False
+    return True
 
 
 def _zip_package(directory: Path) -> str:
@@ -157,34 +154,87 @@ def _check_chunk(chunk: list[Unit], budget: Budget) -> list[tuple[int, Partition
             for index, model, key, ops in chunk]
 
 
-RANGE_BYTES = 16 * 1024 * 1024
-META = "\x00meta"
-ByteRange = tuple[str, int, int, int]
+HistoryJob = tuple[Mapping[str, Any], HistorySource, Mapping[str, Checker] | Composed,
+                   Mapping[str, Any] | None]
 
 
 def check_history_on_spark(
     session: Any,
     test: Mapping[str, Any],
-    history_path: str | os.PathLike[str],
+    history: HistorySource,
     checkers: Mapping[str, Checker] | Composed,
     opts: Mapping[str, Any] | None = None,
     *,
     timings: dict[str, float] | None = None,
 ) -> Result:
-    """Run named checkers (or a `compose`d checker) over a JSONL queue history.
+    """Run named checkers (or a `compose`d checker) over a JSONL queue history (a path, or a
+    shared URL: see `is_shared`).
 
     Returns the composed Result that `compose(checkers).check` gives on the loaded
     history. A malformed history raises HistoryError (file and line).
-    `timings`, if given, receives the seconds spent loading (parse, validate and
-    partition by key) and checking.
+    `timings`: see `check_histories_on_spark`.
     """
-    opts = dict(opts or {})
-    path = os.fspath(history_path)
+    [outcome] = check_histories_on_spark(session, [(test, history, checkers, opts)],
+                                         timings=timings)
+    if isinstance(outcome, HistoryError):
+        raise outcome
+    return outcome
+
+
+def check_histories_on_spark(session: Any, jobs: Sequence[HistoryJob], *,
+                             timings: dict[str, float] | None = None
+                             ) -> list[Result | HistoryError]:
+    """Check many histories in one Spark job, each job being (test, history source, checkers,
+    opts): each history whole in one task, or split by key (see `checked_whole`). One
+    Result per job, in order; a malformed history gives its HistoryError in its place and
+    the others are still checked. `timings`, if given, receives the seconds spent on the
+    histories checked whole (`whole`: parse, validate and analyse), loading those split by
+    key (`load`: parse, validate and partition by key) and the rest (`check`)."""
     timings = timings if timings is not None else {}
     started = time.monotonic()
-    analysis = queue_analysis_on_spark(session, path, timings, QueueBudget.of(test, opts))
-    opts["queue_analysis"] = analysis
-    history = functools.cache(lambda: load_history(path))
+    budgets = [QueueBudget.of(test, opts or {}) for test, _, _, opts in jobs]
+    with _spark_failures():
+        analyses = queue_analyses_on_spark(session, [source for _, source, _, _ in jobs],
+                                           budgets, timings)
+        shared_seconds = time.monotonic() - started
+        outcomes: list[Result | HistoryError] = []
+        for (test, source, checkers, opts), analysis in zip(jobs, analyses, strict=True):
+            if isinstance(analysis, HistoryError):
+                outcomes.append(analysis)
+                continue
+            begun = time.monotonic()
+            result = _run_checkers(session, test, source, checkers,
+                                   {**(opts or {}), "queue_analysis": analysis}, analysis)
+            result.seconds = shared_seconds + time.monotonic() - begun
+            outcomes.append(result)
+    timings["check"] = time.monotonic() - started - timings["whole"] - timings["load"]
+    return outcomes
+
+
+class SparkJobFailed(RuntimeError):
+    """A Spark job failed, e.g. because an executor could not read a shared history; the
+    message is Spark's reason."""
+
+
+@contextmanager
+def _spark_failures() -> Iterator[None]:
+    """Spark's Java errors (py4j's, which carry the `java_exception`) as SparkJobFailed,
+    with the first line of Spark's reason; any other error goes through."""
+    try:
+        yield
+    except Exception as error:
+        java = getattr(error, "java_exception", None)
+        if java is None:
+            raise
+        raise SparkJobFailed(str(java.toString()).splitlines()[0]) from None
+
+
+def _run_checkers(session: Any, test: Mapping[str, Any], source: HistorySource,
+                  checkers: Mapping[str, Checker] | Composed, opts: dict[str, Any],
+                  analysis: QueueAnalysis) -> Result:
+    """AnalysisCheckers get the analysis; any other checker the history, loaded on the
+    driver only if one needs it."""
+    history = functools.cache(lambda: _driver_history(session, source))
 
     def run(checker: Checker) -> Result:
         if isinstance(checker, Composed):
@@ -196,149 +246,23 @@ def check_history_on_spark(
         return check_safe(checker, test, history(), opts)
 
     named = checkers.checkers if isinstance(checkers, Composed) else checkers
-    results = {name: run(checker) for name, checker in named.items()}
-    timings["check"] = time.monotonic() - started - timings["load"]
-    return compose_results(results, time.monotonic() - started)
+    return compose_results({name: run(checker) for name, checker in named.items()})
 
 
-def queue_analysis_on_spark(session: Any, path: str,
-                            timings: dict[str, float] | None = None,
-                            budget: QueueBudget | None = None) -> QueueAnalysis:
-    """The queue analysis of a history file, parsed and checked key by key on executors;
-    a key over the budget's events is not gathered at all (its report is unknown)."""
-    timings = timings if timings is not None else {}
-    budget = budget or QueueBudget()
-    deadline = budget.deadline()
-    started = time.monotonic()
-    context = session.sparkContext
-    ranges = _byte_ranges(path, 2 * context.defaultParallelism)
-    if not ranges:
-        timings["load"] = time.monotonic() - started
-        return fold([])
-    parsed = context.parallelize(ranges, len(ranges)).mapPartitions(_parse_ranges).persist()
-    try:
-        meta = parsed.filter(lambda item: item[0] in (META, RESET)).collect()
-        resets, sizes = _merge_meta(path, meta)
-        timings["load"] = time.monotonic() - started
-        if not sizes:
-            return fold([])
-        over = {key: budget.too_many(key, size) for key, size in sizes.items()}
-        refused = [KeyReport(key, unknown=reason) for key, reason in over.items() if reason]
-        kept = {key: sizes[key] for key, reason in over.items() if not reason}
-        slots = _deal_keys(kept, 2 * context.defaultParallelism) if kept else {}
-        shared = context.broadcast(resets)
-        reports = refused + ((
-            parsed.filter(lambda item: item[0] in slots)
-            .groupByKey(max(slots.values()) + 1, lambda key: slots[key])
-            .map(lambda item: analyse_key(item[0], [e for part in item[1] for e in part],
-                                          shared.value, budget, deadline))
-            .collect()
-        ) if slots else [])
-        shared.unpersist()
-    finally:
-        parsed.unpersist()
-    analysis = fold(reports)
-    analysis.seconds = time.monotonic() - started
-    return analysis
-
-
-def _byte_ranges(path: str, at_least: int) -> list[ByteRange]:
-    """Split a file at line ends into ranges (path, start, end, first line number)."""
-    size = os.path.getsize(path)
-    count = max(at_least, -(-size // RANGE_BYTES))
-    bounds = [0]
-    with open(path, "rb") as source:
-        for i in range(1, count):
-            source.seek(max(bounds[-1], size * i // count))
-            source.readline()
-            bounds.append(source.tell())
-        bounds.append(size)
-        ranges, line = [], 1
-        for start, end in zip(bounds, bounds[1:], strict=False):
-            if end <= start:
-                continue
-            ranges.append((path, start, end, line))
-            source.seek(start)
-            line += source.read(end - start).count(b"\n")
-    return ranges
-
-
-def _parse_ranges(ranges: Iterator[ByteRange]) -> Iterator[tuple[Any, Any]]:
-    """Per-key events of some byte ranges; then their resets and a META record holding
-    each range's first line and SliceState, and the number of events per key."""
-    by_key: dict[Any, list] = {}
-    resets: list[tuple[int, Any]] = []
-    slices: list[tuple[int, SliceState]] = []
-    for path, start, end, first_line in ranges:
-        with open(path, "rb") as source:
-            source.seek(start)
-            lines = source.read(end - start).split(b"\n")
-        validator = SliceValidator(path)
-        for number, raw in enumerate(lines, first_line):
-            if not raw.strip():
-                continue
-            try:
-                op = op_from_line(raw, path, number)
-                validator.check(op, number)
-                events = events_of(op.index, op.time, op.type, op.process, op.f, op.value,
-                                   op.extra)
-            except HistoryError as error:
-                validator.stop(number, error.reason)
-                break
-            except ValueError as error:
-                validator.stop(number, str(error))
-                break
-            for key, event in events:
-                if key == RESET:
-                    resets.append(event)
-                else:
-                    by_key.setdefault(key, []).append(event)
-        slices.append((first_line, validator.state()))
-    sizes = {key: len(events) for key, events in by_key.items()}
-    yield from by_key.items()
-    yield RESET, resets
-    yield META, {"slices": slices, "sizes": sizes}
-
-
-def _merge_meta(path: str, meta: list[tuple[Any, Any]]) -> tuple[dict[Any, list[int]],
-                                                                 dict[Any, int]]:
-    """Join the ranges' validation in file order (raising the history's first violation),
-    then gather resets by process and event counts by key."""
-    resets: dict[Any, list[int]] = {}
-    sizes: dict[Any, int] = {}
-    slices: list[tuple[int, SliceState]] = []
-    for kind, body in meta:
-        if kind == RESET:
-            for index, process in body:
-                resets.setdefault(process, []).append(index)
-        else:
-            slices.extend(body["slices"])
-            for key, size in body["sizes"].items():
-                sizes[key] = sizes.get(key, 0) + size
-    validator = HistoryValidator(path)
-    for _, part in sorted(slices, key=lambda item: item[0]):
-        validator.join(part)
-    for indices in resets.values():
-        indices.sort()
-    return resets, sizes
-
-
-def _deal_keys(sizes: dict[Any, int], count: int) -> dict[Any, int]:
-    """key -> Spark partition, the largest keys first onto the least loaded partition."""
-    loads = [0] * max(1, min(count, len(sizes)))
-    slots = {}
-    for key in sorted(sizes, key=lambda k: (-sizes[k], repr(k))):
-        slot = loads.index(min(loads))
-        slots[key] = slot
-        loads[slot] += sizes[key]
-    return slots
+def _driver_history(session: Any, source: HistorySource) -> list[Op]:
+    """The ops of a history on the driver: read from its path, or fetched through Spark."""
+    if not is_shared(source):
+        return load_history(source)
+    data = session.sparkContext.binaryFiles(source).values().first()
+    return [op for _, op in numbered_ops(source, data)]
 
 
 __all__ = [
     "DEFAULT_MASTER",
+    "SparkJobFailed",
     "check_files_on_spark",
+    "check_histories_on_spark",
     "check_history_on_spark",
-    "queue_analysis_on_spark",
     "run_units",
     "spark_session",
 ]

@@ -8,7 +8,8 @@
 
 `run_test(test)` knows only the parts of a `harness.test.Test`. Each scope owns its
 teardown, so a normal end, an exception, Ctrl-C and SIGTERM all leave nothing behind.
-`check_run` re-runs the checkers named in a stored run's test.json (`kchaos check`).
+`check_runs` re-runs the checkers named in stored runs' test.json (`kchaos check`), all
+in one Spark job.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ import signal
 import sys
 import threading
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
@@ -52,7 +53,7 @@ from workloads.worker import Interpreter
 if TYPE_CHECKING:
     from harness.test import Test
 
-__all__ = ["RunOutcome", "check_run", "run_test"]
+__all__ = ["RunOutcome", "check_run", "check_runs", "run_test"]
 
 log = logging.getLogger("kchaos")
 
@@ -97,21 +98,48 @@ def run_test(test: Test, out: TextIO = sys.stdout) -> RunOutcome:
 
 
 def check_run(run_dir: Path, spark_master: str = "local[*]",
-              out: TextIO = sys.stdout) -> RunOutcome:
+              out: TextIO | None = None) -> RunOutcome:
     """Re-run the checkers of a stored run and re-render its report."""
-    from checker.spark import spark_session
+    [outcome] = check_runs([run_dir], spark_master, out)
+    return outcome
 
-    test = read_test(run_dir)
-    names = test.get("checkers") or WORKLOADS[test.get("workload", "queue")].checkers
-    try:
-        with spark_session(spark_master) as session:
-            results = _check(session, composed(names), run_dir, out)
-    except HistoryError as error:
+
+def check_runs(run_dirs: Sequence[Path], spark_master: str = "local[*]",
+               out: TextIO | None = None, *, shared_store: bool = False) -> list[RunOutcome]:
+    """Re-run the checkers of stored runs in one Spark job (the keys of all their histories
+    spread over the executors together), then write each run's results and report.
+
+    With `shared_store`, the store is at the same path on every executor, which then reads
+    each history itself (a `file://` URL) instead of receiving it from the driver.
+    """
+    from checker.spark import check_histories_on_spark, spark_session
+
+    out = out or sys.stdout
+    jobs = []
+    for run_dir in run_dirs:
+        test = read_test(run_dir)
+        names = test.get("checkers") or WORKLOADS[test.get("workload", "queue")].checkers
+        history = run_dir / HISTORY_FILE
+        source = history.resolve().as_uri() if shared_store else history
+        jobs.append((test, source, composed(names), {"store_dir": str(run_dir)}))
+    started = time.monotonic()
+    with spark_session(spark_master) as session:
+        checked = check_histories_on_spark(session, jobs)
+    print(f"kchaos: checked {len(jobs)} run(s) in {time.monotonic() - started:.1f} s", file=out,
+          flush=True)
+    return [_record(run_dir, results, out) for run_dir, results in zip(run_dirs, checked,
+                                                                       strict=True)]
+
+
+def _record(run_dir: Path, results: Result | HistoryError, out: TextIO) -> RunOutcome:
+    """Write a re-checked run's results and report; a malformed history removes them."""
+    if isinstance(results, HistoryError):
         (run_dir / RESULTS_FILE).unlink(missing_ok=True)
         _report(run_dir.parent.parent, run_dir, out)
-        print(f"kchaos: {error}; the earlier results are removed, the report says why",
+        print(f"kchaos: {results}; the earlier results are removed, the report says why",
               file=out, flush=True)
         return RunOutcome(run_dir, exit_codes.ERROR, None)
+    _write_results(run_dir, results)
     _report(run_dir.parent.parent, run_dir, out)
     _summarise(results, run_dir, out)
     return RunOutcome(run_dir, exit_codes.for_verdict(results.valid), results)
@@ -214,10 +242,14 @@ def _check(session: Any, checker: Composed, run_dir: Path, out: TextIO) -> Resul
     started = time.monotonic()
     results = check_history_on_spark(session, read_test(run_dir), run_dir / HISTORY_FILE,
                                      checker.checkers, {"store_dir": str(run_dir)})
-    body = results.to_json()
-    write_json(run_dir / RESULTS_FILE, {**body, "summary": headline(body)})
+    _write_results(run_dir, results)
     print(f"kchaos: checked in {time.monotonic() - started:.1f} s", file=out, flush=True)
     return results
+
+
+def _write_results(run_dir: Path, results: Result) -> None:
+    body = results.to_json()
+    write_json(run_dir / RESULTS_FILE, {**body, "summary": headline(body)})
 
 
 def _report(store: Path, run_dir: Path, out: TextIO) -> None:

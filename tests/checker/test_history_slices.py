@@ -1,4 +1,4 @@
-"""A history validated range by range, as `checker.spark`'s executors do, and joined in
+"""A history validated range by range, as `checker.spark_queue`'s executors do, and joined in
 order on the driver fails exactly as the sequential readers do: same line, same reason.
 
 These tests run both halves of the Spark path (`_parse_ranges` per range, `_merge_meta`
@@ -21,18 +21,19 @@ from checker.history import (
     SliceValidator,
     load_history,
 )
-from checker.queue import RESET
-from checker.spark import META, _merge_meta, _parse_ranges
+from checker.queue_events import RESET
+from checker.spark_queue import META, _merge_meta, _parse_ranges
 from tests.support.bad_histories import BAD_HISTORIES
 from tests.support.interleaved import MALFORMED, interleaved, malformed, write_history
 
 
-def ranges_at(path: Path, cuts: list[int]) -> list[tuple[str, int, int, int]]:
-    """Byte ranges (path, start, end, first line) starting at line 1 and at each cut line."""
+def ranges_at(path: Path, cuts: list[int]) -> list[tuple[int, str, int, bytes]]:
+    """Byte ranges (history number, path, first line, bytes) starting at line 1 and at each
+    cut line."""
     data = path.read_bytes()
     starts = [0] + [i + 1 for i, byte in enumerate(data) if byte == ord("\n")]
     bounds = [0, *(starts[cut - 1] for cut in sorted(cuts)), len(data)]
-    return [(str(path), start, end, data[:start].count(b"\n") + 1)
+    return [(0, str(path), data[:start].count(b"\n") + 1, data[start:end])
             for start, end in zip(bounds, bounds[1:], strict=False) if end > start]
 
 
@@ -42,8 +43,8 @@ def split_outcome(path: Path, cuts: list[int]) -> tuple[int, str] | tuple[dict, 
     (resets, sizes)."""
     meta = []
     for byte_range in ranges_at(path, cuts):
-        meta += [item for item in _parse_ranges(iter([byte_range]))
-                 if item[0] in (META, RESET)]
+        meta += [(kind, body) for (_, kind), body in _parse_ranges(iter([byte_range]))
+                 if kind in (META, RESET)]
     try:
         return _merge_meta(str(path), meta[::-1])
     except HistoryError as error:

@@ -5,20 +5,25 @@ from __future__ import annotations
 
 import bisect
 import json
+from dataclasses import asdict
+from pathlib import Path
 
 import pytest
 
-from checker import spark as spark_module
+from checker import spark_queue
 from checker.acks import AcksChecker
 from checker.checkers import AnalysisChecker, Result, compose
 from checker.elections import ElectionChecker
 from checker.errors import HistoryError
 from checker.formats import read_queue_ops
 from checker.history import load_history
-from checker.queue import QueueAnalysis, QueueChecker
-from checker.spark import check_history_on_spark
+from checker.queue import QueueAnalysis, QueueChecker, analyse
+from checker.queue_finders import QueueBudget
+from checker.spark import check_histories_on_spark, check_history_on_spark
+from checker.spark_queue import checked_whole, is_shared, queue_analyses_on_spark
 from tests.support.interleaved import MALFORMED, interleaved, malformed, write_history
 from tests.support.queue_histories import INJECTIONS, Builder, inject, simulate
+from tests.support.results import without_seconds
 
 pytestmark = pytest.mark.spark
 
@@ -35,12 +40,13 @@ def write(tmp_path, b: Builder, name: str = "history.jsonl") -> str:
     return str(path)
 
 
-def without_seconds(body):
-    if isinstance(body, dict):
-        return {k: without_seconds(v) for k, v in body.items() if k != "seconds"}
-    if isinstance(body, list):
-        return [without_seconds(v) for v in body]
-    return body
+def ranges_of(path) -> list[tuple[int, bytes]]:
+    """The (first line, bytes) ranges the driver cuts a history into with the current
+    RANGE_BYTES."""
+    with open(path, "rb") as source:
+        size = spark_queue._range_size(path.stat().st_size, 1)
+        return list(spark_queue._cut_at_lines(source, size))
+
 
 
 def test_spark_finds_what_the_local_checkers_find(tmp_path, spark):
@@ -53,7 +59,7 @@ def test_spark_finds_what_the_local_checkers_find(tmp_path, spark):
     local = compose(checkers()).check(TEST, load_history(path), {})
     assert without_seconds(on_spark.to_json()) == without_seconds(local.to_json())
     assert set(on_spark.checkers["queue"].anomalies) == set(INJECTIONS)
-    assert on_spark.valid is False and set(timings) == {"load", "check"}
+    assert on_spark.valid is False and set(timings) == {"whole", "load", "check"}
 
 
 def test_spark_on_a_valid_history(tmp_path, spark):
@@ -83,10 +89,13 @@ def test_a_malformed_line_names_the_file_and_line(tmp_path, spark):
         check_history_on_spark(spark, TEST, path, checkers())
 
 
-def test_an_empty_history_is_valid(tmp_path, spark):
+def test_an_empty_history_tested_nothing(tmp_path, spark):
     path = tmp_path / "empty.jsonl"
     path.write_text("")
-    assert check_history_on_spark(spark, TEST, path, checkers()).valid is True
+    result = check_history_on_spark(spark, TEST, path, checkers())
+    assert result.valid is False
+    assert set(result.checkers["queue"].anomalies) == {"empty-history"}
+    assert result.checkers["acks"].valid is True
 
 
 def test_a_composed_checker_gives_the_composed_result_of_its_checkers(tmp_path, spark):
@@ -145,8 +154,8 @@ def test_malformed_histories_fail_as_read_history_across_small_ranges(tmp_path, 
     """The sequential reference is read_history; for a malformed micro-op, which only the
     queue analysis reads, it is read_queue_ops (read_history, then each op's micro-ops)."""
     path = malformed(tmp_path / "history.jsonl", name)
-    monkeypatch.setattr(spark_module, "RANGE_BYTES", 1024)
-    assert len(spark_module._byte_ranges(str(path), 1)) >= 10
+    monkeypatch.setattr(spark_queue, "RANGE_BYTES", 1024)
+    assert len(ranges_of(path)) >= 10
     with pytest.raises(HistoryError) as sequential:
         if name == "bad micro-op":
             load_history(path)
@@ -167,8 +176,8 @@ def test_a_violation_spanning_ranges_names_the_completion_line(tmp_path, spark, 
     done = next(j for j in range(invoke + 1, len(ops)) if ops[j]["process"] == 0)
     ops[done]["f"] = "poll" if ops[done]["f"] == "send" else "send"
     path = write_history(tmp_path / "history.jsonl", ops)
-    monkeypatch.setattr(spark_module, "RANGE_BYTES", 256)
-    firsts = [first for *_, first in spark_module._byte_ranges(str(path), 1)]
+    monkeypatch.setattr(spark_queue, "RANGE_BYTES", 256)
+    firsts = [first for first, _ in ranges_of(path)]
     assert bisect.bisect_right(firsts, invoke + 1) < bisect.bisect_right(firsts, done + 1)
     with pytest.raises(HistoryError) as sequential:
         load_history(path)
@@ -183,6 +192,103 @@ def test_a_valid_history_in_many_ranges_gives_the_one_range_result(tmp_path, spa
                                                                      monkeypatch):
     path = write_history(tmp_path / "history.jsonl", interleaved(9, 300), blank_every=5)
     whole = check_history_on_spark(spark, TEST, path, checkers())
-    monkeypatch.setattr(spark_module, "RANGE_BYTES", 512)
+    monkeypatch.setattr(spark_queue, "RANGE_BYTES", 512)
     cut = check_history_on_spark(spark, TEST, path, checkers())
     assert without_seconds(cut.to_json()) == without_seconds(whole.to_json())
+
+
+def test_many_histories_split_by_key_in_one_job_give_each_its_own_result(tmp_path, spark,
+                                                                          monkeypatch):
+    """Histories using the same key names are split by key together (as on more cores than
+    histories), each checked as if alone; a malformed one gives its HistoryError in its
+    place."""
+    lossy = simulate(4, 200, keys=3)
+    inject(lossy, "lost-write", key="k0")
+    paths = [write(tmp_path, simulate(3, 300), "valid.jsonl"),
+             write(tmp_path, lossy, "lossy.jsonl"),
+             str(malformed(tmp_path / "bad.jsonl", "index gap"))]
+    with pytest.raises(HistoryError) as alone:
+        check_history_on_spark(spark, TEST, paths[2], checkers())
+    monkeypatch.setattr(spark_queue, "RANGE_BYTES", 2048)
+    monkeypatch.setattr(spark_queue, "checked_whole", lambda sizes, _: [False] * len(sizes))
+    valid, lost, bad = check_histories_on_spark(
+        spark, [(TEST, path, checkers(), None) for path in paths])
+    for path, together in ((paths[0], valid), (paths[1], lost)):
+        local = compose(checkers()).check(TEST, load_history(path), {})
+        assert without_seconds(together.to_json()) == without_seconds(local.to_json())
+    assert "lost-write" in lost.checkers["queue"].anomalies
+    assert "lost-write" not in valid.checkers["queue"].anomalies
+    assert isinstance(bad, HistoryError) and str(bad) == str(alone.value)
+
+
+def test_a_history_given_as_a_url_is_read_by_the_executors(tmp_path, spark):
+    b = simulate(7, 200, keys=4)
+    inject(b, "duplicate", key="k1")
+    path = tmp_path / "history.jsonl"
+    write(tmp_path, b)
+    assert is_shared(path.as_uri()) and not is_shared(str(path)) and not is_shared(path)
+
+    class Counting:
+        def check(self, test, history, opts):
+            return Result(True, stats={"ops": len(history)})
+
+    by_url = check_history_on_spark(spark, TEST, path.as_uri(), {**checkers(),
+                                                                 "count": Counting()})
+    by_path = check_history_on_spark(spark, TEST, path, {**checkers(), "count": Counting()})
+    assert without_seconds(by_url.to_json()) == without_seconds(by_path.to_json())
+    assert by_url.checkers["count"].stats == {"ops": len(b.ops)}
+    bad = malformed(tmp_path / "bad.jsonl", "unknown type")
+    with pytest.raises(HistoryError) as sequential:
+        load_history(bad)
+    with pytest.raises(HistoryError) as on_spark:
+        check_history_on_spark(spark, TEST, bad.as_uri(), checkers())
+    assert (on_spark.value.path, on_spark.value.line, on_spark.value.reason) == (
+        bad.as_uri(), sequential.value.line, sequential.value.reason)
+
+
+def test_histories_are_checked_whole_or_split_by_their_share_of_the_cores():
+    assert checked_whole([10] * 8, 2) == [True] * 8
+    assert checked_whole([410, 390], 2) == [True, True]
+    assert checked_whole([400], 2) == [False]
+    assert checked_whole([400], 1) == [True]
+    assert checked_whole([800, 100, 100], 2) == [False, True, True]
+    assert checked_whole([400, 400], 4) == [False, False]
+
+
+@pytest.mark.parametrize("name", MALFORMED)
+def test_several_histories_checked_whole_give_the_local_results(tmp_path, spark, name):
+    """Each history in one task gives what the calling process gives: `analyse` of the ops,
+    or the HistoryError of `read_queue_ops` (file, line past blank lines, reason), while
+    the other histories are still checked; one of them is read by the executors."""
+    lossy = simulate(4, 200, keys=3)
+    inject(lossy, "duplicate", key="k1")
+    files = [Path(write(tmp_path, simulate(3, 200), "valid.jsonl")),
+             Path(write(tmp_path, lossy, "lossy.jsonl")),
+             malformed(tmp_path / "bad.jsonl", name)]
+    assert checked_whole([file.stat().st_size for file in files],
+                         spark.sparkContext.defaultParallelism) == [True] * 3
+    with pytest.raises(HistoryError) as sequential:
+        read_queue_ops(files[2], "jsonl")
+    valid, lossy_analysis, bad = queue_analyses_on_spark(
+        spark, [str(files[0]), files[1].as_uri(), files[2]], [QueueBudget()] * 3)
+    for file, analysis in zip(files, (valid, lossy_analysis), strict=False):
+        assert without_seconds(asdict(analysis)) == without_seconds(
+            asdict(analyse(load_history(file), str(file))))
+    assert "duplicate" in lossy_analysis.anomalies and not valid.anomalies
+    assert isinstance(bad, HistoryError)
+    assert (bad.path, bad.line, bad.reason) == (
+        str(files[2]), sequential.value.line, sequential.value.reason)
+
+
+def test_a_history_larger_than_its_share_is_split_while_the_others_are_whole(tmp_path, spark):
+    big = simulate(9, 1200, keys=4)
+    inject(big, "lost-write", key="k2")
+    paths = [write(tmp_path, big, "big.jsonl"), write(tmp_path, simulate(2, 60), "small.jsonl"),
+             write(tmp_path, simulate(5, 60), "other.jsonl")]
+    sizes = [Path(path).stat().st_size for path in paths]
+    assert checked_whole(sizes, spark.sparkContext.defaultParallelism) == [False, True, True]
+    results = check_histories_on_spark(spark, [(TEST, p, checkers(), None) for p in paths])
+    for path, together in zip(paths, results, strict=True):
+        local = compose(checkers()).check(TEST, load_history(path), {})
+        assert without_seconds(together.to_json()) == without_seconds(local.to_json())
+    assert results[0].valid is False
