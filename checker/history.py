@@ -43,6 +43,7 @@ __all__ = [
     "SliceValidator",
     "load_history",
     "nemesis_periods",
+    "numbered_ops",
     "op_from_json",
     "op_from_line",
     "pair_operations",
@@ -346,14 +347,20 @@ def read_numbered_history(path: str | os.PathLike[str]) -> Iterator[tuple[int, O
     """Stream (1-based line, op) of a JSONL history, validating each line; blank lines
     are skipped."""
     source = os.fspath(path)
-    validator = HistoryValidator(source)
     with open(source, "rb") as lines:
-        for number, raw in enumerate(lines, 1):
-            if not raw.strip():
-                continue
-            op = op_from_line(raw, source, number)
-            validator.check(op, number)
-            yield number, op
+        yield from numbered_ops(lines, source)
+
+
+def numbered_ops(lines: Iterable[bytes], source: str) -> Iterator[tuple[int, Op]]:
+    """(1-based line, op) of the lines of the JSONL history named `source` (its newlines
+    may be left on), validating each line; blank lines are skipped."""
+    validator = HistoryValidator(source)
+    for number, raw in enumerate(lines, 1):
+        if not raw.strip():
+            continue
+        op = op_from_line(raw, source, number)
+        validator.check(op, number)
+        yield number, op
 
 
 def read_history(path: str | os.PathLike[str]) -> Iterator[Op]:

@@ -38,11 +38,11 @@ from checker.checkers import (
 )
 from checker.errors import HistoryError
 from checker.files import FileResult, check_job_partition, load_job, summarise
-from checker.history import Op, Operation, load_history
+from checker.history import Op, Operation, load_history, numbered_ops
 from checker.linearizability import Budget, PartitionResult
 from checker.queue import QueueAnalysis
 from checker.queue_finders import QueueBudget
-from checker.spark_queue import HistorySource, is_shared, numbered_ops, queue_analyses_on_spark
+from checker.spark_queue import HistorySource, is_shared, queue_analyses_on_spark
 
 DEFAULT_MASTER = "local[*]"
 
@@ -254,7 +254,7 @@ def _driver_history(session: Any, source: HistorySource) -> list[Op]:
     if not is_shared(source):
         return load_history(source)
     data = session.sparkContext.binaryFiles(source).values().first()
-    return [op for _, op in numbered_ops(source, data)]
+    return [op for _, op in numbered_ops(data.split(b"\n"), source)]
 
 
 __all__ = [

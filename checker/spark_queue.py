@@ -38,7 +38,14 @@ from typing import Any, BinaryIO
 
 from checker import queue
 from checker.errors import HistoryError
-from checker.history import HistoryValidator, Op, SliceState, SliceValidator, op_from_line
+from checker.history import (
+    HistoryValidator,
+    Op,
+    SliceState,
+    SliceValidator,
+    numbered_ops,
+    op_from_line,
+)
 from checker.queue import QueueAnalysis, fold
 from checker.queue_events import RESET, events_of, proven_by, txn_candidates
 from checker.queue_finders import KeyReport, QueueBudget, analyse_key
@@ -58,17 +65,6 @@ def is_shared(source: HistorySource) -> bool:
     reaches: the executors read it with Spark's reader instead of receiving it from the
     driver. Any other source is a path only the driver is assumed to see."""
     return isinstance(source, str) and URL.match(source) is not None
-
-
-def numbered_ops(name: str, data: bytes) -> Iterator[tuple[int, Op]]:
-    """(1-based line, op) of a JSONL history's bytes, validated line by line as
-    `checker.history.read_numbered_history` does."""
-    validator = HistoryValidator(name)
-    for number, raw in enumerate(data.split(b"\n"), 1):
-        if raw.strip():
-            op = op_from_line(raw, name, number)
-            validator.check(op, number)
-            yield number, op
 
 
 def queue_analyses_on_spark(session: Any, sources: Sequence[HistorySource],
@@ -145,7 +141,7 @@ def _analyse_whole(number: int, name: str, budget: QueueBudget,
 
     def ops() -> Iterator[Op]:
         nonlocal line
-        for line_number, op in numbered_ops(name, data):
+        for line_number, op in numbered_ops(data.split(b"\n"), name):
             line = line_number
             yield op
 
@@ -219,7 +215,7 @@ def _split_analyses(context: Any, sources: Sequence[HistorySource],
 def _txn_candidates(meta: list[tuple[tuple[int, str], Any]]
                     ) -> dict[tuple[int, Any], dict[Any, list[int]]]:
     """(history number, key) -> value -> indices of the transactional sends of unknown
-    outcome that the ranges found (`checker.queue.txn_candidates`)."""
+    outcome that the ranges found (`checker.queue_events.txn_candidates`)."""
     candidates: dict[tuple[int, Any], dict[Any, list[int]]] = {}
     for (number, kind), body in meta:
         if kind == CANDIDATES:
@@ -232,7 +228,7 @@ def _proven_sends(context: Any, parsed: Any, slots: Mapping[tuple[int, Any], int
                   candidates: dict[tuple[int, Any], dict[Any, list[int]]]
                   ) -> dict[int, set[int]]:
     """History number -> the info transactions some key of it proves committed
-    (`checker.queue.proven_sends`), without gathering keys: the candidates go to every
+    (`checker.queue_events.proven_sends`), without gathering keys: the candidates go to every
     range, which names those its ok polls read. No pass at all without candidates."""
     candidates = {tagged: values for tagged, values in candidates.items() if tagged in slots}
     if not candidates:
@@ -417,6 +413,5 @@ __all__ = [
     "HistorySource",
     "checked_whole",
     "is_shared",
-    "numbered_ops",
     "queue_analyses_on_spark",
 ]

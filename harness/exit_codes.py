@@ -8,7 +8,7 @@ from typing import Any
 from checker.checkers import merge_valid
 from checker.files import FileResult
 
-__all__ = ["ERROR", "INVALID", "UNKNOWN", "VALID", "for_files", "for_verdict"]
+__all__ = ["ERROR", "INVALID", "UNKNOWN", "VALID", "for_files", "for_verdict", "worst"]
 
 VALID = 0
 INVALID = 1
@@ -31,3 +31,12 @@ def for_files(results: Iterable[FileResult]) -> int:
     if any(result.error for result in results):
         return ERROR
     return for_verdict(merge_valid(result.valid for result in results))
+
+
+def worst(codes: Iterable[int]) -> int:
+    """The exit code of several checks: an error, else anomalies, else unknown, else valid."""
+    codes = set(codes)
+    for code in (ERROR, INVALID, UNKNOWN):
+        if code in codes:
+            return code
+    return VALID

@@ -8,7 +8,6 @@ import json
 import sys
 import tempfile
 import time
-from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -87,16 +86,7 @@ def _check(args: argparse.Namespace) -> int:
     except (FileNotFoundError, SparkJobFailed) as error:
         print(f"kchaos check: {error}", file=sys.stderr)
         return exit_codes.ERROR
-    return _worst(outcome.exit_code for outcome in outcomes)
-
-
-def _worst(codes: Iterable[int]) -> int:
-    """The exit code of several checks: an error, else anomalies, else unknown, else valid."""
-    codes = set(codes)
-    for code in (exit_codes.ERROR, exit_codes.INVALID, exit_codes.UNKNOWN):
-        if code in codes:
-            return code
-    return exit_codes.VALID
+    return exit_codes.worst(outcome.exit_code for outcome in outcomes)
 
 
 # --- check-history ----------------------------------------------------------------------------
@@ -212,4 +202,4 @@ def _finish(files: list[str], checked: dict[str, Result | Exception], json_path:
             key: value for key, value in bodies[0].items() if key != "file"}
         json_path.write_text(json.dumps(document, indent=1, default=repr) + "\n")
         print(f"kchaos: results in {json_path}")
-    return _worst(codes)
+    return exit_codes.worst(codes)

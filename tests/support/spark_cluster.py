@@ -25,6 +25,7 @@ from pathlib import Path
 
 import pyspark
 
+from harness.control.runstate import start_time
 from tests.support.zookeeper import free_ports
 
 SPARK_HOME = Path(pyspark.__file__).resolve().parent
@@ -143,7 +144,7 @@ def _stop(cluster: SparkCluster) -> None:
             os.killpg(process.pid, signal.SIGKILL)
             process.wait(timeout=10)
     for pid in cluster.started_pids:
-        if _running(pid):
+        if start_time(pid) is not None:
             os.kill(pid, signal.SIGKILL)
 
 
@@ -160,11 +161,3 @@ def _descendants(roots: set[int]) -> set[int]:
             found.add(pid)
             todo.extend(children.get(pid, ()))
     return found
-
-
-def _running(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat") as stat:
-            return stat.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
-        return False
