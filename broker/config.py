@@ -101,6 +101,14 @@ def _truncation_mode(text: str) -> str:
     return text
 
 
+def _ratio(text: str) -> float:
+    """a number within [0, 1]"""
+    value = float(text)
+    if not 0.0 <= value <= 1.0:
+        raise ValueError("must be within [0, 1]")
+    return value
+
+
 def _listeners(text: str) -> tuple[Listener, ...]:
     """NAME://host:port[,NAME://host:port...]"""
     return parse_listeners(text)
@@ -156,6 +164,18 @@ SPEC: dict[str, tuple[str, Callable[[str], Any], Any]] = {
     "socket.request.max.bytes": ("socket_request_max_bytes", _int(1024), 104857600),
     "replica.high.watermark.checkpoint.interval.ms": ("hw_checkpoint_interval_ms", _int(1), 5000),
     "log.flush.interval.ms": ("log_flush_interval_ms", _int(1), 60000),
+    "log.cleaner.enable": ("log_cleaner_enable", _bool, True),
+    "log.cleaner.backoff.ms": ("log_cleaner_backoff_ms", _int(1), 15000),
+    "log.cleaner.delete.retention.ms": ("log_cleaner_delete_retention_ms", _int(0), 86400000),
+    "log.cleaner.min.cleanable.ratio": ("log_cleaner_min_cleanable_ratio", _ratio, 0.5),
+    "offsets.topic.segment.bytes": ("offsets_topic_segment_bytes", _int(14), 104857600),
+    "offsets.commit.timeout.ms": ("offsets_commit_timeout_ms", _int(1), 5000),
+    "offsets.load.buffer.size": ("offsets_load_buffer_size", _int(1), 5242880),
+    "offset.metadata.max.bytes": ("offset_metadata_max_bytes", _int(0), 4096),
+    "group.min.session.timeout.ms": ("group_min_session_timeout_ms", _int(1), 6000),
+    "group.max.session.timeout.ms": ("group_max_session_timeout_ms", _int(1), 1800000),
+    "group.initial.rebalance.delay.ms": ("group_initial_rebalance_delay_ms", _int(0), 3000),
+    "group.max.size": ("group_max_size", _int(1), 2147483647),
 }
 REQUIRED = ("broker.id", "listeners", "zookeeper.connect")
 
@@ -198,6 +218,18 @@ class BrokerConfig:
     socket_request_max_bytes: int = 104857600
     hw_checkpoint_interval_ms: int = 5000
     log_flush_interval_ms: int = 60000
+    log_cleaner_enable: bool = True
+    log_cleaner_backoff_ms: int = 15000
+    log_cleaner_delete_retention_ms: int = 86400000
+    log_cleaner_min_cleanable_ratio: float = 0.5
+    offsets_topic_segment_bytes: int = 104857600
+    offsets_commit_timeout_ms: int = 5000
+    offsets_load_buffer_size: int = 5242880
+    offset_metadata_max_bytes: int = 4096
+    group_min_session_timeout_ms: int = 6000
+    group_max_session_timeout_ms: int = 1800000
+    group_initial_rebalance_delay_ms: int = 3000
+    group_max_size: int = 2147483647
     source: str = field(default="<memory>", compare=False)
 
     @classmethod

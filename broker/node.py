@@ -23,6 +23,9 @@ from kazoo.client import KazooClient, KazooState
 from broker import zk as zkpaths
 from broker.config import BrokerConfig
 from broker.control_plane import ControlPlaneServer, request_controlled_shutdown
+from broker.event_log import EventLog
+from broker.group import GroupConfig, GroupCoordinator, OffsetsLog, OffsetsTopic
+from broker.group.placement import OFFSETS_TOPIC
 from broker.replica.manager import ReplicaManager, ReplicaSettings
 from broker.server.dispatch import BrokerContext, Dispatcher
 from broker.server.listener import ClientListener
@@ -53,6 +56,7 @@ class BrokerNode:
         self.listener: ClientListener | None = None
         self.control: ControlPlaneServer | None = None
         self.controller = None
+        self.group_events: EventLog | None = None
         self._registration: zkpaths.BrokerRegistration | None = None
         self._stop = asyncio.Event()
         self._session_lost = False
@@ -178,11 +182,21 @@ class BrokerNode:
         )
         creator = TopicCreator(self.zk, self.replicas.metadata)
         self.replicas.on_metadata_update.append(creator.metadata_changed)
+        offsets_topic = OffsetsTopic(
+            self.replicas.metadata,
+            creator,
+            config.offsets_topic_num_partitions,
+            config.offsets_topic_replication_factor,
+            config.offsets_topic_segment_bytes,
+        )
+        groups = self._make_group_coordinator(offsets_topic)
         context = BrokerContext(
             broker_id=self.broker_id,
             replicas=self.replicas,
             topic_creator=creator,
             producer_ids=ProducerIdAllocator(self.zk, self.broker_id),
+            groups=groups,
+            offsets_topic=offsets_topic,
             auto_create_topics=config.auto_create_topics_enable,
             num_partitions=config.num_partitions,
             default_replication_factor=config.default_replication_factor,
@@ -190,6 +204,41 @@ class BrokerNode:
         )
         self.replicas.start()
         return context
+
+    def _make_group_coordinator(self, offsets_topic: OffsetsTopic) -> GroupCoordinator:
+        """The group coordinator, told by the ReplicaManager which offsets partitions this
+        broker leads."""
+        config = self.config
+        self.group_events = EventLog(self.event_log_path, broker_id=self.broker_id)
+        coordinator = GroupCoordinator(
+            self.broker_id,
+            OffsetsLog(
+                self.replicas,
+                config.offsets_commit_timeout_ms,
+                config.socket_request_max_bytes,
+                config.offsets_load_buffer_size,
+            ),
+            offsets_topic.partition_count,
+            GroupConfig(
+                min_session_timeout_ms=config.group_min_session_timeout_ms,
+                max_session_timeout_ms=config.group_max_session_timeout_ms,
+                initial_rebalance_delay_ms=config.group_initial_rebalance_delay_ms,
+                max_group_size=config.group_max_size,
+                max_metadata_bytes=config.offset_metadata_max_bytes,
+            ),
+            self.group_events,
+        )
+
+        def leadership(key: tuple[str, int], leader_epoch: int | None) -> None:
+            if key[0] != OFFSETS_TOPIC:
+                return
+            if leader_epoch is None:
+                coordinator.on_resign(key[1])
+            else:
+                coordinator.on_leader(key[1], leader_epoch)
+
+        self.replicas.on_leadership.append(leadership)
+        return coordinator
 
     def _make_controller(self):
         from broker.controller.config import ControllerConfig
@@ -342,6 +391,8 @@ class BrokerNode:
             await _quietly(self.replicas.stop())
         if self.logs is not None:
             self.logs.close()
+        if self.group_events is not None:
+            self.group_events.close()
         if self.zk is not None:
             zk = self.zk
             await asyncio.get_running_loop().run_in_executor(None, _stop_zk, zk)

@@ -228,6 +228,19 @@ def write_topic_assignment(zk: KazooClient, topic: str, assignment: dict[int, li
     _commit_fenced(tx)
 
 
+def add_partitions(zk: KazooClient, topic: str, added: dict[int, list[int]]) -> None:
+    """Add partitions to an existing topic's assignment (compare-and-set on the znode
+    version, as Kafka's AdminZkClient); the controller creates them when it sees the change.
+    Raises NoNodeError if the topic is gone, BadVersionError if it changed meanwhile."""
+    data, stat = zk.get(f"{BROKER_TOPICS}/{topic}")
+    body = json.loads(data)
+    assignment = {int(p): list(r) for p, r in body.get("partitions", {}).items()}
+    if set(added) & set(assignment):
+        raise ValueError(f"partitions {sorted(set(added) & set(assignment))} already exist")
+    assignment.update(added)
+    zk.set(f"{BROKER_TOPICS}/{topic}", _assignment_body(assignment), version=stat.version)
+
+
 def read_topic_config(zk: KazooClient, topic: str) -> dict[str, str]:
     try:
         data, _ = zk.get(f"{CONFIG_TOPICS}/{topic}")

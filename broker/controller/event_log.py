@@ -1,4 +1,4 @@
-"""The controller event log: one JSON line per decision, flushed per line (DESIGN.md).
+"""The controller's lines in the node's event log (DESIGN.md):
 
     {"time": epoch ms, "controller_id", "controller_epoch", "event", "topic", "partition",
      "selector", "old_leader", "new_leader", "leader_epoch", "isr", "unclean"}
@@ -8,30 +8,20 @@ The checkers read it to attribute data loss to elections (unclean ones in partic
 
 from __future__ import annotations
 
-import json
-import time
 from pathlib import Path
-from typing import IO
+
+from broker import event_log
 
 __all__ = ["EventLog"]
 
 
-class EventLog:
+class EventLog(event_log.EventLog):
     def __init__(self, path: Path | None, controller_id: int) -> None:
-        self.path = path
+        super().__init__(path, controller_id=controller_id)
         self.controller_id = controller_id
-        self._file: IO[str] | None = None
 
     def write(self, event: str, controller_epoch: int, **fields: object) -> dict:
-        record = {"time": int(time.time() * 1000), "controller_id": self.controller_id,
-                  "controller_epoch": controller_epoch, "event": event, **fields}
-        if self.path is not None:
-            if self._file is None:
-                self.path.parent.mkdir(parents=True, exist_ok=True)
-                self._file = open(self.path, "a", encoding="utf-8")
-            self._file.write(json.dumps(record, separators=(",", ":")) + "\n")
-            self._file.flush()
-        return record
+        return super().write(event, controller_epoch=controller_epoch, **fields)
 
     def election(self, event: str, controller_epoch: int, topic: str, partition: int,
                  selector: str | None, old_leader: int, new_leader: int, leader_epoch: int,
@@ -39,8 +29,3 @@ class EventLog:
         return self.write(event, controller_epoch, topic=topic, partition=partition,
                           selector=selector, old_leader=old_leader, new_leader=new_leader,
                           leader_epoch=leader_epoch, isr=list(isr), unclean=unclean)
-
-    def close(self) -> None:
-        if self._file is not None:
-            self._file.close()
-            self._file = None

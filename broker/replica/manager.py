@@ -68,6 +68,9 @@ class ReplicaManager:
             self.partitions.get,
         )
         self.on_metadata_update: list[Callable[[], None]] = []
+        # (partition, leader epoch) when this broker starts leading it; (partition, None)
+        # when it stops (becomes a follower or the replica is stopped)
+        self.on_leadership: list[Callable[[tuple[str, int], int | None], None]] = []
         self._checkpointed_hw = logs.high_watermarks()
         self._topic_min_isr: dict[str, int] = {}
         self._tasks: list[asyncio.Task] = []
@@ -193,8 +196,10 @@ class ReplicaManager:
                     partition.log_end_offset,
                     partition.high_watermark,
                 )
+                self._leadership(key, state.leader_epoch)
                 continue
             self.fetchers.remove(key)
+            self._leadership(key, None)
             partition.make_follower(
                 state.leader,
                 state.leader_epoch,
@@ -223,6 +228,13 @@ class ReplicaManager:
                 partition.high_watermark,
             )
         return errors
+
+    def _leadership(self, key: tuple[str, int], leader_epoch: int | None) -> None:
+        for callback in self.on_leadership:
+            try:
+                callback(key, leader_epoch)
+            except Exception:
+                log.exception("%s-%d: leadership callback failed", *key)
 
     def _same_epoch(self, partition: Partition, state) -> None:
         """A resend at the current epoch (e.g. by a new controller): adopt a newer ISR version."""
@@ -266,6 +278,7 @@ class ReplicaManager:
         errors = {}
         for key in request.partitions:
             self.fetchers.remove(key)
+            self._leadership(key, None)
             errors[key] = ErrorCode.NONE
             if request.delete_partitions:
                 partition = self.partitions.pop(key, None)

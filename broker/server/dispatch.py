@@ -7,7 +7,16 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from broker.server import api_versions, fetch, metadata, offsets, produce, producer_ids, topics
+from broker.server import (
+    api_versions,
+    fetch,
+    groups,
+    metadata,
+    offsets,
+    produce,
+    producer_ids,
+    topics,
+)
 from broker.server.listener import CLOSE
 from broker.server.protocol import (
     API_VERSIONS_KEY,
@@ -28,12 +37,15 @@ ApiHandler = Callable[["BrokerContext", Any, int, RequestHeader], Awaitable[Any]
 
 @dataclass
 class BrokerContext:
-    """What the API handlers need: settings, the replica manager, topic creation, producer ids."""
+    """What the API handlers need: settings, the replica manager, topic creation, producer
+    ids, the group coordinator and the offsets topic."""
 
     broker_id: int
     replicas: Any  # broker.replica.manager.ReplicaManager
     topic_creator: Any = None  # broker.server.topics.TopicCreator
     producer_ids: Any = None  # broker.server.producer_ids.ProducerIdAllocator
+    groups: Any = None  # broker.group.GroupCoordinator
+    offsets_topic: Any = None  # broker.group.OffsetsTopic
     auto_create_topics: bool = True
     num_partitions: int = 1
     default_replication_factor: int = 1
@@ -46,10 +58,21 @@ HANDLERS: dict[int, ApiHandler] = {
     1: fetch.handle,
     2: offsets.handle_list_offsets,
     3: metadata.handle,
+    8: groups.handle_offset_commit,
+    9: groups.handle_offset_fetch,
+    10: groups.handle_find_coordinator,
+    11: groups.handle_join_group,
+    12: groups.handle_heartbeat,
+    13: groups.handle_leave_group,
+    14: groups.handle_sync_group,
+    15: groups.handle_describe_groups,
+    16: groups.handle_list_groups,
     18: api_versions.handle,
     19: topics.handle_create_topics,
     22: producer_ids.handle,
     23: offsets.handle_offset_for_leader_epoch,
+    37: topics.handle_create_partitions,
+    42: groups.handle_delete_groups,
 }
 
 

@@ -12,6 +12,7 @@ import logging
 from kafka.protocol.metadata import MetadataResponse
 
 from broker.errors import BrokerError, ErrorCode
+from broker.group.placement import OFFSETS_TOPIC
 
 __all__ = ["handle"]
 
@@ -51,7 +52,12 @@ async def handle(context, request, version: int, header):
                 )
             )
         topics.append(
-            Topic(error_code=ErrorCode.NONE, name=name, is_internal=False, partitions=partitions)
+            Topic(
+                error_code=ErrorCode.NONE,
+                name=name,
+                is_internal=name == OFFSETS_TOPIC,
+                partitions=partitions,
+            )
         )
     brokers = [
         Broker(node_id=b.broker_id, host=b.host, port=b.port, rack=b.rack)

@@ -11,18 +11,43 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass
 
-from kafka.protocol.admin import CreateTopicsRequest, CreateTopicsResponse
+from kafka.protocol.admin import (
+    CreatePartitionsRequest,
+    CreatePartitionsResponse,
+    CreateTopicsRequest,
+    CreateTopicsResponse,
+    DeleteGroupsRequest,
+    DeleteGroupsResponse,
+    DescribeGroupsRequest,
+    DescribeGroupsResponse,
+    ListGroupsRequest,
+    ListGroupsResponse,
+)
 from kafka.protocol.consumer import (
     FetchRequest,
     FetchResponse,
+    HeartbeatRequest,
+    HeartbeatResponse,
+    JoinGroupRequest,
+    JoinGroupResponse,
+    LeaveGroupRequest,
+    LeaveGroupResponse,
     ListOffsetsRequest,
     ListOffsetsResponse,
+    OffsetCommitRequest,
+    OffsetCommitResponse,
+    OffsetFetchRequest,
+    OffsetFetchResponse,
     OffsetForLeaderEpochRequest,
     OffsetForLeaderEpochResponse,
+    SyncGroupRequest,
+    SyncGroupResponse,
 )
 from kafka.protocol.metadata import (
     ApiVersionsRequest,
     ApiVersionsResponse,
+    FindCoordinatorRequest,
+    FindCoordinatorResponse,
     MetadataRequest,
     MetadataResponse,
 )
@@ -69,10 +94,21 @@ APIS: dict[int, Api] = {
         Api(1, FetchRequest, FetchResponse, 4, 12),
         Api(2, ListOffsetsRequest, ListOffsetsResponse, 1, 7),
         Api(3, MetadataRequest, MetadataResponse, 0, 9),
+        Api(8, OffsetCommitRequest, OffsetCommitResponse, 2, 8),
+        Api(9, OffsetFetchRequest, OffsetFetchResponse, 1, 8),
+        Api(10, FindCoordinatorRequest, FindCoordinatorResponse, 0, 4),
+        Api(11, JoinGroupRequest, JoinGroupResponse, 0, 9),
+        Api(12, HeartbeatRequest, HeartbeatResponse, 0, 4),
+        Api(13, LeaveGroupRequest, LeaveGroupResponse, 0, 5),
+        Api(14, SyncGroupRequest, SyncGroupResponse, 0, 5),
+        Api(15, DescribeGroupsRequest, DescribeGroupsResponse, 0, 5),
+        Api(16, ListGroupsRequest, ListGroupsResponse, 0, 4),
         Api(18, ApiVersionsRequest, ApiVersionsResponse, 0, 3),
         Api(19, CreateTopicsRequest, CreateTopicsResponse, 2, 4),
         Api(22, InitProducerIdRequest, InitProducerIdResponse, 0, 4),
         Api(23, OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse, 2, 4),
+        Api(37, CreatePartitionsRequest, CreatePartitionsResponse, 0, 3),
+        Api(42, DeleteGroupsRequest, DeleteGroupsResponse, 0, 2),
     )
 }
 

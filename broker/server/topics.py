@@ -13,13 +13,18 @@ import logging
 import random
 import re
 
-from kafka.protocol.admin import CreateTopicsResponse
+from kafka.protocol.admin import CreatePartitionsResponse, CreateTopicsResponse
 
 from broker import zk as zkpaths
 from broker.controller.assignment import InvalidReplicationFactorError, assign_replicas
 from broker.errors import BrokerError, ErrorCode
 
-__all__ = ["TopicCreator", "handle_create_topics", "validate_topic_name"]
+__all__ = [
+    "TopicCreator",
+    "handle_create_partitions",
+    "handle_create_topics",
+    "validate_topic_name",
+]
 
 log = logging.getLogger("broker.topics")
 
@@ -93,6 +98,59 @@ class TopicCreator:
             ) from exc
         log.info("created topic %s with assignment %s", name, assignment)
 
+    async def add_partitions(
+        self,
+        name: str,
+        count: int,
+        assignment: list[list[int]] | None = None,
+        validate_only: bool = False,
+    ) -> None:
+        """Grow topic `name` to `count` partitions (CreatePartitions); new replicas are
+        assigned like a new topic's, with the topic's replication factor, unless given."""
+        loop = asyncio.get_running_loop()
+        current = await loop.run_in_executor(None, zkpaths.read_topic_assignment, self.zk, name)
+        if current is None:
+            raise BrokerError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"no topic {name!r}")
+        if count <= len(current):
+            raise BrokerError(
+                ErrorCode.INVALID_PARTITIONS,
+                f"topic {name!r} has {len(current)} partitions; {count} would not add any",
+            )
+        added_count = count - len(current)
+        replication = len(current[0]) if current else 1
+        brokers = await loop.run_in_executor(None, zkpaths.read_brokers, self.zk)
+        if assignment:
+            if len(assignment) != added_count or any(
+                len(r) != replication or len(set(r)) != len(r) or not set(r) <= set(brokers)
+                for r in assignment
+            ):
+                raise BrokerError(
+                    ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                    f"{assignment} is not {added_count} lists of {replication} distinct "
+                    f"live brokers",
+                )
+            new = {len(current) + i: list(r) for i, r in enumerate(assignment)}
+        else:
+            try:
+                fresh = assign_replicas(
+                    [(b.broker_id, b.rack) for b in brokers.values()],
+                    added_count,
+                    replication,
+                    self.rng,
+                )
+            except InvalidReplicationFactorError as exc:
+                raise BrokerError(ErrorCode.INVALID_REPLICATION_FACTOR, str(exc)) from exc
+            new = {len(current) + i: r for i, r in fresh.items()}
+        if validate_only:
+            return
+        try:
+            await loop.run_in_executor(None, zkpaths.add_partitions, self.zk, name, new)
+        except Exception as exc:
+            raise BrokerError(
+                ErrorCode.REQUEST_TIMED_OUT, f"topic {name!r} changed meanwhile: {exc!r}"
+            ) from exc
+        log.info("added partitions to %s: %s", name, new)
+
     async def wait_for_leaders(self, name: str, partitions: int, timeout: float) -> bool:
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout
@@ -145,3 +203,33 @@ async def handle_create_topics(context, request, version: int, header):
             )
         )
     return CreateTopicsResponse(throttle_time_ms=0, topics=results)
+
+
+async def handle_create_partitions(context, request, version: int, header):
+    results = []
+    for topic in request.topics:
+        code, message = ErrorCode.NONE, None
+        try:
+            if topic.name.startswith("__"):
+                raise BrokerError(
+                    ErrorCode.INVALID_REQUEST, f"{topic.name!r} is an internal topic"
+                )
+            assignment = (
+                [list(a.broker_ids) for a in topic.assignments] if topic.assignments else None
+            )
+            await context.topic_creator.add_partitions(
+                topic.name, topic.count, assignment, request.validate_only
+            )
+            if request.timeout_ms > 0 and not request.validate_only:
+                if not await context.topic_creator.wait_for_leaders(
+                    topic.name, topic.count, request.timeout_ms / 1000
+                ):
+                    code, message = ErrorCode.REQUEST_TIMED_OUT, "leaders not elected in time"
+        except BrokerError as exc:
+            code, message = exc.code, str(exc)
+        results.append(
+            CreatePartitionsResponse.CreatePartitionsTopicResult(
+                name=topic.name, error_code=code, error_message=message
+            )
+        )
+    return CreatePartitionsResponse(throttle_time_ms=0, results=results)

@@ -1,0 +1,144 @@
+"""The coordinator's storage: durable appends to, and loads from, the `__consumer_offsets`
+partitions this broker leads.
+
+`OffsetsLog.append` writes one batch with acks=all semantics: the leader refuses it when
+the ISR is below min.insync.replicas, and the answer comes only once the high watermark
+covers the batch, or `offsets.commit.timeout.ms` passes. Errors are mapped as Kafka's
+GroupMetadataManager maps them, so clients retry the right way.
+
+`load` reads a partition from its log start to its log end and replays it: the last
+record per key wins, a tombstone deletes, so the result is the same before and after
+compaction.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from dataclasses import dataclass, field
+
+from broker.errors import BrokerError, ErrorCode
+from broker.group.placement import OFFSETS_TOPIC
+from broker.group.records import GroupRecord, OffsetRecord, build_batch, read_records
+from broker.group.state import CommittedOffset
+
+__all__ = ["LoadedPartition", "OffsetsLog", "commit_error", "group_error"]
+
+_UNAVAILABLE = (
+    ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+    ErrorCode.NOT_ENOUGH_REPLICAS,
+    ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND,
+)
+_MOVED = (ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.KAFKA_STORAGE_ERROR)
+_TOO_LARGE = (ErrorCode.MESSAGE_TOO_LARGE, ErrorCode.RECORD_LIST_TOO_LARGE)
+
+
+def commit_error(code: int) -> int:
+    """The OffsetCommit error for a failed append (Kafka's storeOffsets mapping)."""
+    if code in _UNAVAILABLE:
+        return ErrorCode.COORDINATOR_NOT_AVAILABLE
+    if code in _MOVED:
+        return ErrorCode.NOT_COORDINATOR
+    if code in _TOO_LARGE:
+        return ErrorCode.INVALID_COMMIT_OFFSET_SIZE
+    return code
+
+
+def group_error(code: int) -> int:
+    """The JoinGroup/SyncGroup error for a failed group metadata append (storeGroup)."""
+    if code in _UNAVAILABLE:
+        return ErrorCode.COORDINATOR_NOT_AVAILABLE
+    if code in _MOVED:
+        return ErrorCode.NOT_COORDINATOR
+    if code == ErrorCode.REQUEST_TIMED_OUT:
+        return ErrorCode.REBALANCE_IN_PROGRESS
+    if code in _TOO_LARGE:
+        return ErrorCode.UNKNOWN_SERVER_ERROR
+    return code
+
+
+@dataclass
+class LoadedPartition:
+    """What one offsets partition holds: the last group record and offsets per group."""
+
+    groups: dict[str, GroupRecord] = field(default_factory=dict)
+    offsets: dict[str, dict[tuple[str, int], CommittedOffset]] = field(default_factory=dict)
+
+    def apply(self, record: OffsetRecord | GroupRecord) -> None:
+        if isinstance(record, GroupRecord):
+            if record.deleted:
+                self.groups.pop(record.group, None)
+            else:
+                self.groups[record.group] = record
+            return
+        key = (record.topic, record.partition)
+        if record.offset is None:
+            self.offsets.get(record.group, {}).pop(key, None)
+            return
+        self.offsets.setdefault(record.group, {})[key] = CommittedOffset(
+            record.offset, record.leader_epoch, record.metadata, record.commit_timestamp
+        )
+
+    def group_ids(self) -> set[str]:
+        return set(self.groups) | {g for g, offsets in self.offsets.items() if offsets}
+
+
+class OffsetsLog:
+    def __init__(self, replicas, commit_timeout_ms: int, max_batch_bytes: int,
+                 load_buffer_bytes: int) -> None:
+        self.replicas = replicas
+        self.commit_timeout_ms = commit_timeout_ms
+        self.max_batch_bytes = max_batch_bytes
+        self.load_buffer_bytes = load_buffer_bytes
+
+    def _partition(self, index: int):
+        partition = self.replicas.partitions.get((OFFSETS_TOPIC, index))
+        if partition is None or not partition.is_leader:
+            raise BrokerError(ErrorCode.NOT_LEADER_OR_FOLLOWER)
+        return partition
+
+    def leader_epoch(self, index: int) -> int | None:
+        """The leader epoch while this broker leads offsets partition `index`, else None."""
+        partition = self.replicas.partitions.get((OFFSETS_TOPIC, index))
+        return partition.leader_epoch if partition is not None and partition.is_leader else None
+
+    async def append(self, index: int, records: list[tuple[bytes, bytes | None]]) -> int:
+        """Append `records` as one batch and wait until it is committed; the raw error."""
+        batch = build_batch(records, int(time.time() * 1000))
+        if len(batch) > self.max_batch_bytes:
+            return ErrorCode.RECORD_LIST_TOO_LARGE
+        try:
+            partition = self._partition(index)
+            result = partition.append_as_leader(batch, -1)
+        except BrokerError as exc:
+            return exc.code
+        if partition.high_watermark > result.last_offset:
+            return ErrorCode.NONE
+        waiter = partition.delayed_produce.add(result.last_offset + 1)
+        try:
+            return await asyncio.wait_for(waiter, self.commit_timeout_ms / 1000)
+        except TimeoutError:
+            return ErrorCode.REQUEST_TIMED_OUT
+
+    async def load(self, index: int, epoch: int) -> LoadedPartition | None:
+        """Replay offsets partition `index` from its log start to its log end; None if this
+        broker stopped leading it (at `epoch`) meanwhile."""
+        loaded = LoadedPartition()
+        partition = self.replicas.partitions.get((OFFSETS_TOPIC, index))
+        if partition is None:
+            return None
+        position = partition.log.log_start_offset
+        while True:
+            if not partition.is_leader or partition.leader_epoch != epoch:
+                return None
+            end = partition.log.log_end_offset
+            if position >= end:
+                return loaded
+            data = partition.log.read(position, self.load_buffer_bytes)
+            records, next_offset = read_records(data)
+            if next_offset is None:
+                return loaded
+            for record in records:
+                loaded.apply(record)
+            position = next_offset
+            await asyncio.sleep(0)
