@@ -215,7 +215,6 @@ class BrokerNode:
             OffsetsLog(
                 self.replicas,
                 config.offsets_commit_timeout_ms,
-                config.socket_request_max_bytes,
                 config.offsets_load_buffer_size,
             ),
             offsets_topic.partition_count,

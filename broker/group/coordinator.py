@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 
 from broker.errors import ErrorCode
 from broker.event_log import EventLog
-from broker.group.consumer_protocol import decode_assignment
+from broker.group.consumer_protocol import decode_assignment, is_subscription
 from broker.group.placement import partition_for
 from broker.group.records import group_key, group_value, offset_key, offset_value
 from broker.group.state import CommittedOffset, Group, GroupState, Member
@@ -39,6 +39,7 @@ __all__ = ["GroupConfig", "GroupCoordinator", "JoinRequest", "JoinResult", "Offs
 
 log = logging.getLogger("broker.group")
 
+CONSUMER_PROTOCOL = "consumer"
 EMPTY, PREPARING, COMPLETING, STABLE, DEAD = (
     GroupState.EMPTY,
     GroupState.PREPARING_REBALANCE,
@@ -203,7 +204,10 @@ class GroupCoordinator:
             group = self.groups[request.group_id] = Group(request.group_id)
         if group.state is DEAD:
             return JoinResult(ErrorCode.COORDINATOR_NOT_AVAILABLE, request.member_id)
-        if not group.supports(request.protocol_type, request.protocols):
+        if not group.supports(request.protocol_type, request.protocols) or (
+            request.protocol_type == CONSUMER_PROTOCOL
+            and not all(is_subscription(metadata) for _, metadata in request.protocols)
+        ):
             return JoinResult(ErrorCode.INCONSISTENT_GROUP_PROTOCOL, request.member_id)
         if not request.member_id:
             return await self._join_unknown(group, request)

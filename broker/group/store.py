@@ -24,6 +24,9 @@ from broker.group.state import CommittedOffset
 
 __all__ = ["LoadedPartition", "OffsetsLog", "commit_error", "group_error"]
 
+# Kafka's default message.max.bytes: a larger group record (e.g. an oversized assignment)
+# or commit batch is refused, as Kafka refuses it
+MAX_BATCH_BYTES = 1048588
 _UNAVAILABLE = (
     ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
     ErrorCode.NOT_ENOUGH_REPLICAS,
@@ -84,8 +87,8 @@ class LoadedPartition:
 
 
 class OffsetsLog:
-    def __init__(self, replicas, commit_timeout_ms: int, max_batch_bytes: int,
-                 load_buffer_bytes: int) -> None:
+    def __init__(self, replicas, commit_timeout_ms: int, load_buffer_bytes: int,
+                 max_batch_bytes: int = MAX_BATCH_BYTES) -> None:
         self.replicas = replicas
         self.commit_timeout_ms = commit_timeout_ms
         self.max_batch_bytes = max_batch_bytes
