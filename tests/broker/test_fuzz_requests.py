@@ -9,7 +9,9 @@ come before its bytes, so a proper prefix of a valid body cannot parse exactly),
 truncation mutates "sharp" requests, ones that would create a topic or append if accepted.
 A bit flip can turn a valid request into another valid one, so flipped frames mutate
 "robust" requests: names of absent topics start with four illegal characters (no three
-flips, nor a shortened length prefix, make them legal), and the rest only read.
+flips, nor a shortened length prefix, make them legal), and the rest only read. Group
+requests name absent groups and topics the same way; `__consumer_offsets` is created before
+fuzzing, as the first FindCoordinator would.
 """
 
 from __future__ import annotations
@@ -21,14 +23,31 @@ from dataclasses import dataclass
 import pytest
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
-from kafka.protocol.admin import CreateTopicsRequest
+from kafka.protocol.admin import (
+    CreatePartitionsRequest,
+    CreateTopicsRequest,
+    DeleteGroupsRequest,
+    DescribeGroupsRequest,
+    ListGroupsRequest,
+)
 from kafka.protocol.consumer import (
     FetchRequest,
+    HeartbeatRequest,
+    JoinGroupRequest,
+    LeaveGroupRequest,
     ListOffsetsRequest,
     ListOffsetsResponse,
+    OffsetCommitRequest,
+    OffsetFetchRequest,
     OffsetForLeaderEpochRequest,
+    SyncGroupRequest,
 )
-from kafka.protocol.metadata import ApiVersionsRequest, ApiVersionsResponse, MetadataRequest
+from kafka.protocol.metadata import (
+    ApiVersionsRequest,
+    ApiVersionsResponse,
+    FindCoordinatorRequest,
+    MetadataRequest,
+)
 from kafka.protocol.producer import InitProducerIdRequest, ProduceRequest
 
 from tests.support.batches import make_batch, values_of
@@ -46,7 +65,9 @@ ABSENT = "!!!!"  # prefix of topic names that must never exist
 
 @pytest.fixture(scope="module")
 def cluster(zookeeper, tmp_path_factory):
-    with BrokerCluster(zookeeper.connect, tmp_path_factory.mktemp("fuzz"), size=1) as cluster:
+    with BrokerCluster(zookeeper.connect, tmp_path_factory.mktemp("fuzz"), size=1,
+                       properties={"group.initial.rebalance.delay.ms": "0",
+                                   "offsets.topic.num.partitions": "2"}) as cluster:
         yield cluster
 
 
@@ -114,8 +135,84 @@ def offset_for_leader_epoch(version: int, sharp: bool):
             partition=0, current_leader_epoch=-1, leader_epoch=0)])])
 
 
-BUILDERS = {0: produce, 1: fetch, 2: list_offsets, 3: metadata, 18: api_versions,
-            19: create_topics, 22: init_producer_id, 23: offset_for_leader_epoch}
+GROUP = ABSENT + "group"
+SUBSCRIPTION = struct.pack(">hih", 0, 1, 4) + b"!!!!" + struct.pack(">i", -1)
+
+
+def offset_commit(version: int, sharp: bool):
+    Topic = OffsetCommitRequest.OffsetCommitRequestTopic
+    return OffsetCommitRequest[version](
+        group_id="fuzz-group" if sharp else GROUP, generation_id_or_member_epoch=-1,
+        member_id="", group_instance_id=None, retention_time_ms=-1,
+        topics=[Topic(name=DATA if sharp else ABSENT + "commit", partitions=[
+            Topic.OffsetCommitRequestPartition(partition_index=0, committed_offset=1,
+                                               committed_leader_epoch=-1, commit_timestamp=-1,
+                                               committed_metadata="")])])
+
+
+def offset_fetch(version: int, sharp: bool):
+    if version >= 8:
+        Group = OffsetFetchRequest.OffsetFetchRequestGroup
+        return OffsetFetchRequest[version](require_stable=False, groups=[Group(
+            group_id=GROUP, member_id=None, member_epoch=-1, topics=None)])
+    return OffsetFetchRequest[version](group_id=GROUP, topics=None, require_stable=False)
+
+
+def find_coordinator(version: int, sharp: bool):
+    return FindCoordinatorRequest[version](key=GROUP, key_type=0, coordinator_keys=[GROUP])
+
+
+def join_group(version: int, sharp: bool):
+    Protocol = JoinGroupRequest.JoinGroupRequestProtocol
+    return JoinGroupRequest[version](
+        group_id=GROUP, session_timeout_ms=10000, rebalance_timeout_ms=10000, member_id="",
+        group_instance_id=None, protocol_type="consumer", reason=None,
+        protocols=[Protocol(name="range", metadata=SUBSCRIPTION)])
+
+
+def heartbeat(version: int, sharp: bool):
+    return HeartbeatRequest[version](group_id=GROUP, generation_id=1, member_id="m",
+                                     group_instance_id=None)
+
+
+def leave_group(version: int, sharp: bool):
+    Member = LeaveGroupRequest.MemberIdentity
+    return LeaveGroupRequest[version](group_id=GROUP, member_id="m", members=[
+        Member(member_id="m", group_instance_id=None, reason=None)])
+
+
+def sync_group(version: int, sharp: bool):
+    Assignment = SyncGroupRequest.SyncGroupRequestAssignment
+    return SyncGroupRequest[version](
+        group_id=GROUP, generation_id=1, member_id="m", group_instance_id=None,
+        protocol_type="consumer", protocol_name="range",
+        assignments=[Assignment(member_id="m", assignment=b"")])
+
+
+def describe_groups(version: int, sharp: bool):
+    return DescribeGroupsRequest[version](groups=[GROUP], include_authorized_operations=False)
+
+
+def list_groups(version: int, sharp: bool):
+    return ListGroupsRequest[version](states_filter=[], types_filter=[])
+
+
+def create_partitions(version: int, sharp: bool):
+    Topic = CreatePartitionsRequest.CreatePartitionsTopic
+    return CreatePartitionsRequest[version](
+        topics=[Topic(name=DATA if sharp else ABSENT + "grown", count=2, assignments=None)],
+        timeout_ms=0, validate_only=False)
+
+
+def delete_groups(version: int, sharp: bool):
+    return DeleteGroupsRequest[version](groups_names=["fuzz-group" if sharp else GROUP])
+
+
+BUILDERS = {0: produce, 1: fetch, 2: list_offsets, 3: metadata, 8: offset_commit,
+            9: offset_fetch, 10: find_coordinator, 11: join_group, 12: heartbeat,
+            13: leave_group, 14: sync_group, 15: describe_groups, 16: list_groups,
+            18: api_versions, 19: create_topics, 22: init_producer_id,
+            23: offset_for_leader_epoch, 37: create_partitions, 42: delete_groups}
 
 
 # -- mutations ------------------------------------------------------------------------------
@@ -236,6 +333,22 @@ def produce_and_consume(cluster: BrokerCluster, values: list[bytes]) -> None:
         confluent.close()
 
 
+def create_offsets_topic(cluster: BrokerCluster) -> None:
+    """A real group consumer commits once: `__consumer_offsets` exists and is led."""
+    from confluent_kafka import Consumer
+
+    consumer = Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": "fuzz-group",
+                         "auto.offset.reset": "earliest", "enable.auto.commit": False})
+    try:
+        consumer.subscribe([DATA])
+        deadline = time.monotonic() + 60
+        while (message := consumer.poll(0.5)) is None or message.error() is not None:
+            assert time.monotonic() < deadline, "the group consumer never got a record"
+        consumer.commit(message=message, asynchronous=False)
+    finally:
+        consumer.close()
+
+
 # -- the test -------------------------------------------------------------------------------
 
 
@@ -246,9 +359,10 @@ def test_fuzzed_requests_are_never_acted_on(cluster):
     produce_and_consume(cluster, seeded)
     pairs = advertised(port)
     assert {key for key, _ in pairs} == set(BUILDERS), "a builder per advertised API"
+    create_offsets_topic(cluster)
     topics = set(cluster.zk.get_children("/brokers/topics"))
     partitions = [(DATA, 0)]
-    assert topics == {DATA}
+    assert topics == {DATA, "__consumer_offsets"}
     before = offsets(port, partitions)
     assert before == {(DATA, 0): [SEEDED, SEEDED]}
     logs = LogWatch([broker.directory / "stdout.log", broker.log_dir / "server.log"])
