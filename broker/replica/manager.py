@@ -9,7 +9,10 @@ Implements the control plane's `ControlRequestHandler`:
 - UpdateMetadata: the metadata cache used by Metadata requests.
 - StopReplica: stop fetching; delete the log when asked.
 
-Periodic tasks: ISR shrink check, high-watermark checkpoint, log flush.
+Periodic tasks: ISR shrink check, high-watermark checkpoint, log flush, retention (not on
+compact-only topics) and the log cleaner (topics whose cleanup.policy includes compact, and
+`__consumer_offsets`; see broker/storage/cleaner.py). Topic configs are read from ZooKeeper
+once per topic and cached.
 ISR changes are written to ZooKeeper with the znode version as compare-and-set and
 announced through /isr_change_notification.
 """
@@ -17,6 +20,7 @@ announced through /isr_change_notification.
 from __future__ import annotations
 
 import asyncio
+import inspect
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -31,6 +35,8 @@ from broker.errors import BrokerError, ErrorCode
 from broker.replica.fetcher import FetcherConfig, FetcherManager
 from broker.replica.metadata_cache import MetadataCache
 from broker.replica.partition import Partition
+from broker.storage import CleanerConfig, CleanupPolicy, cleanup_policy
+from broker.storage.cleaner import clean_log_async
 
 __all__ = ["ReplicaManager", "ReplicaSettings"]
 
@@ -48,6 +54,16 @@ class ReplicaSettings:
     hw_checkpoint_interval_ms: int = 5000
     log_flush_interval_ms: int = 60000
     retention_check_interval_ms: int = 30000
+    log_cleaner_enable: bool = True
+    log_cleaner_backoff_ms: int = 15000
+    log_cleaner_delete_retention_ms: int = 86400000
+    log_cleaner_min_cleanable_ratio: float = 0.5
+
+    @property
+    def cleaner(self) -> CleanerConfig:
+        """The broker-wide compaction defaults (topics override them)."""
+        return CleanerConfig(self.log_cleaner_delete_retention_ms,
+                             self.log_cleaner_min_cleanable_ratio)
 
 
 class ReplicaManager:
@@ -72,7 +88,7 @@ class ReplicaManager:
         # when it stops (becomes a follower or the replica is stopped)
         self.on_leadership: list[Callable[[tuple[str, int], int | None], None]] = []
         self._checkpointed_hw = logs.high_watermarks()
-        self._topic_min_isr: dict[str, int] = {}
+        self._topic_configs: dict[str, dict[str, str]] = {}
         self._tasks: list[asyncio.Task] = []
 
     # -- lifecycle ------------------------------------------------------------------
@@ -98,6 +114,11 @@ class ReplicaManager:
                 name="log-retention",
             ),
         ]
+        if self.settings.log_cleaner_enable:
+            self._tasks.append(loop.create_task(
+                self._every(self.settings.log_cleaner_backoff_ms / 1000.0, self._clean_logs),
+                name="log-cleaner",
+            ))
 
     async def stop(self) -> None:
         for task in self._tasks:
@@ -109,11 +130,14 @@ class ReplicaManager:
         self.checkpoint_high_watermarks()
 
     @staticmethod
-    async def _every(seconds: float, action: Callable[[], None]) -> None:
+    async def _every(seconds: float, action: Callable[[], object]) -> None:
+        """Run `action` (a function or a coroutine function) every `seconds`."""
         while True:
             await asyncio.sleep(seconds)
             try:
-                action()
+                result = action()
+                if inspect.isawaitable(result):
+                    await result
             except Exception:
                 log.exception("periodic %s failed", getattr(action, "__name__", action))
 
@@ -130,11 +154,31 @@ class ReplicaManager:
             partition.log.flush()
         self.logs.checkpoint_recovery_points()
 
-    def _retention(self) -> None:
+    async def _retention(self) -> None:
         hws = {key: p.high_watermark for key, p in self.partitions.items()}
-        deleted = self.logs.delete_old_segments(hws)
+        compact_only = set()
+        for key in self.logs.partitions():
+            try:
+                if not (await self._cleanup_policy(key[0])).delete:
+                    compact_only.add(key)
+            except ValueError:
+                log.warning("%s: bad topic config, no retention", key[0], exc_info=True)
+                compact_only.add(key)
+        deleted = self.logs.delete_old_segments(hws, exclude=compact_only)
         if deleted:
             log.info("retention deleted %d segments", deleted)
+
+    async def _clean_logs(self) -> None:
+        """One cleaning round per compacted partition hosted here, below its HW."""
+        loop = asyncio.get_running_loop()
+        for key, partition in list(self.partitions.items()):
+            try:
+                policy = await self._cleanup_policy(key[0])
+                if policy.compact and self.partitions.get(key) is partition:
+                    await clean_log_async(partition.log, partition.high_watermark,
+                                          policy.cleaner, loop)
+            except Exception:
+                log.exception("%s-%d: log cleaning failed", *key)
 
     # -- lookups for the request handlers --------------------------------------------
 
@@ -256,17 +300,23 @@ class ReplicaManager:
         self.partitions[(topic, index)] = partition
         return partition
 
-    async def _min_insync_replicas(self, topic: str) -> int:
-        if topic not in self._topic_min_isr:
-            value = self.settings.min_insync_replicas
+    async def _topic_config(self, topic: str) -> dict[str, str]:
+        """The topic's ZooKeeper config overrides, read once and cached."""
+        if topic not in self._topic_configs:
+            config: dict[str, str] = {}
             if self.zk is not None:
                 config = await asyncio.get_running_loop().run_in_executor(
                     None, zkpaths.read_topic_config, self.zk, topic
                 )
-                if "min.insync.replicas" in config:
-                    value = int(config["min.insync.replicas"])
-            self._topic_min_isr[topic] = value
-        return self._topic_min_isr[topic]
+            self._topic_configs[topic] = config
+        return self._topic_configs[topic]
+
+    async def _min_insync_replicas(self, topic: str) -> int:
+        config = await self._topic_config(topic)
+        return int(config.get("min.insync.replicas", self.settings.min_insync_replicas))
+
+    async def _cleanup_policy(self, topic: str) -> CleanupPolicy:
+        return cleanup_policy(topic, await self._topic_config(topic), self.settings.cleaner)
 
     async def update_metadata(self, request: UpdateMetadataRequest) -> int:
         self.metadata.update(request)
@@ -285,7 +335,7 @@ class ReplicaManager:
                 if partition is not None:
                     partition.abort_waiters(ErrorCode.NOT_LEADER_OR_FOLLOWER)
                     self.logs.delete(*key)
-                self._topic_min_isr.pop(key[0], None)
+                self._topic_configs.pop(key[0], None)
         return errors
 
     # -- ISR writes ------------------------------------------------------------------

@@ -1,5 +1,6 @@
 """Kafka-format storage of the broker: partition logs, segments, indexes and checkpoints."""
 
+from .cleaner import CleanerConfig, CleaningResult, CleanupPolicy, cleanup_policy
 from .errors import (
     CheckpointError,
     CorruptRecordError,
@@ -18,6 +19,9 @@ __all__ = [
     "AppendInfo",
     "BatchHeader",
     "CheckpointError",
+    "CleanerConfig",
+    "CleaningResult",
+    "CleanupPolicy",
     "CorruptRecordError",
     "InvalidRecordError",
     "LogConfig",
@@ -28,5 +32,6 @@ __all__ = [
     "StaleLeaderEpochError",
     "StorageError",
     "UnexpectedAppendOffsetError",
+    "cleanup_policy",
     "iter_batch_headers",
 ]

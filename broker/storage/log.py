@@ -11,6 +11,7 @@ from pathlib import Path
 from kafka.record import MemoryRecords
 
 from .checkpoints import fsync_dir
+from .cleaner import CleanerConfig, CleaningResult, clean_log, complete_interrupted_swaps
 from .epoch_cache import LeaderEpochCache
 from .errors import (
     InvalidRecordError,
@@ -72,7 +73,9 @@ class AppendInfo:
 class PartitionLog:
     """Segments `<20-digit base offset>.log`/`.index` plus `leader-epoch-checkpoint`.
 
-    Thread-safe (one lock); appends parse batch headers only and never decode records.
+    Thread-safe (one lock, `lock`); appends parse batch headers only and never decode
+    records. Compaction (`clean`, see cleaner.py) rewrites closed segments and swaps them in
+    under the lock; `first_dirty_offset` is where the last cleaning round ended.
     """
 
     def __init__(self, directory: Path, config: LogConfig, segments: list[LogSegment],
@@ -84,6 +87,7 @@ class PartitionLog:
         self.epoch_cache = epoch_cache
         self.log_start_offset = segments[0].base_offset
         self.recovery_point = recovery_point
+        self.first_dirty_offset = self.log_start_offset
         self._unflushed_messages = 0
         self._lock = threading.RLock()
 
@@ -93,8 +97,9 @@ class PartitionLog:
         `recovery_point` (and any whose index is missing or insane, or whose tail is torn)
         are validated batch by batch; the first invalid batch and everything after it are
         cut, as are the segments after a recovered one that does not end where the next
-        begins (lost data)."""
+        begins (lost data). A compaction swap a crash interrupted is completed first."""
         directory.mkdir(parents=True, exist_ok=True)
+        complete_interrupted_swaps(directory)
         bases: set[int] = set()
         for path in directory.iterdir():
             if path.suffix in STRAY_SUFFIXES:
@@ -153,6 +158,10 @@ class PartitionLog:
     # -- state ----------------------------------------------------------------------------
 
     @property
+    def lock(self) -> threading.RLock:
+        return self._lock
+
+    @property
     def log_end_offset(self) -> int:
         return self.segments[-1].next_offset
 
@@ -204,13 +213,14 @@ class PartitionLog:
 
     def append_as_follower(self, records: bytes | bytearray | memoryview) -> AppendInfo:
         """Append batches replicated from the leader as they are (offsets and epochs already
-        set). They must start at the log end offset; an incomplete last batch is ignored."""
+        set). They must not start below the log end offset (above it when compaction removed
+        the offsets in between on the leader); an incomplete last batch is ignored."""
         batches = scan(records, verify_crc=True, partial_tail_ok=True)
         with self._lock:
             first = self.log_end_offset
             if not batches:
                 return AppendInfo(first, first - 1, 0, -1)
-            if batches[0][1][H_BASE] != first:
+            if batches[0][1][H_BASE] < first:
                 raise UnexpectedAppendOffsetError(
                     f"follower batches start at offset {batches[0][1][H_BASE]}, "
                     f"the log ends at {first}")
@@ -343,6 +353,7 @@ class PartitionLog:
             self.active_segment.truncate_to(offset)
             self.epoch_cache.truncate_from_end(self.log_end_offset)
             self.recovery_point = min(self.recovery_point, self.log_end_offset)
+            self.first_dirty_offset = min(self.first_dirty_offset, self.log_end_offset)
 
     def truncate_fully_and_start_at(self, offset: int) -> None:
         """Delete everything; the log restarts empty at `offset` (a follower whose log end
@@ -357,6 +368,7 @@ class PartitionLog:
             self.epoch_cache.clear()
             self.log_start_offset = offset
             self.recovery_point = offset
+            self.first_dirty_offset = offset
 
     def delete_old_segments(self, high_watermark: int | None = None,
                             now_ms: int | None = None) -> int:
@@ -409,6 +421,22 @@ class PartitionLog:
         self.log_start_offset = max(self.log_start_offset, self._bases[0])
         self.epoch_cache.truncate_from_start(self.log_start_offset)
         return count
+
+    # -- compaction -----------------------------------------------------------------------
+
+    def clean(self, high_watermark: int | None = None, config: CleanerConfig | None = None,
+              now_ms: int | None = None) -> CleaningResult | None:
+        """One compaction round over the closed segments below `high_watermark` (default:
+        the log end offset), synchronously; None if there was nothing to clean."""
+        return clean_log(self, high_watermark, config, now_ms)
+
+    def replace_segments(self, old: list[LogSegment], new: LogSegment) -> None:
+        """Put `new` where the consecutive segments `old` were (the cleaner's swap; the
+        caller holds the lock and has checked that they are still here)."""
+        with self._lock:
+            i = next(i for i, segment in enumerate(self.segments) if segment is old[0])
+            self.segments[i:i + len(old)] = [new]
+            self._bases[i:i + len(old)] = [new.base_offset]
 
     # -- durability -----------------------------------------------------------------------
 

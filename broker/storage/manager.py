@@ -8,6 +8,7 @@ import re
 import shutil
 import threading
 import uuid
+from collections.abc import Collection
 from pathlib import Path
 
 from .checkpoints import fsync_dir, read_offset_checkpoint, write_offset_checkpoint
@@ -144,13 +145,14 @@ class LogManager:
             for log in self.logs.values():
                 log.flush()
 
-    def delete_old_segments(self, high_watermarks: dict[tuple[str, int], int] | None = None
-                            ) -> int:
-        """Retention over all logs, each bounded by its high watermark when given."""
+    def delete_old_segments(self, high_watermarks: dict[tuple[str, int], int] | None = None,
+                            exclude: Collection[tuple[str, int]] = ()) -> int:
+        """Retention over all logs but those in `exclude` (compact-only topics), each bounded
+        by its high watermark when given."""
         with self._lock:
             hws = high_watermarks or {}
             return sum(log.delete_old_segments(hws.get(key))
-                       for key, log in list(self.logs.items()))
+                       for key, log in list(self.logs.items()) if key not in exclude)
 
     def close(self) -> None:
         """Flush every log, checkpoint the recovery points, close, release the dir locks."""

@@ -227,6 +227,10 @@ class LogSegment:
             self._largest_timestamp = largest
         return self._largest_timestamp
 
+    @property
+    def is_open(self) -> bool:
+        return self._fd >= 0
+
     def last_modified_ms(self) -> int:
         return int(os.fstat(self._fd).st_mtime * 1000)
 

@@ -1,6 +1,6 @@
 """Consumer groups on a real cluster (ZooKeeper and three broker processes on loopback):
-the offsets topic, durable commits, coordinator failover with its events, bad input, and
-Kafka's own DumpLogSegments reading our `__consumer_offsets` segments."""
+the offsets topic, durable commits, coordinator failover with its events, bad input,
+compaction of `__consumer_offsets`, and Kafka's own DumpLogSegments reading our segments."""
 
 from __future__ import annotations
 
@@ -34,6 +34,7 @@ from kafka.protocol.metadata import FindCoordinatorRequest, FindCoordinatorRespo
 from broker import zk as zkpaths
 from broker.errors import ErrorCode
 from broker.group.placement import OFFSETS_TOPIC, partition_for
+from broker.group.records import OffsetRecord, read_records
 from harness.db.kafka.distribution import CACHE, DEFAULT_VERSION
 from tests.support.brokers import BrokerCluster
 
@@ -56,6 +57,8 @@ def cluster(zookeeper, tmp_path_factory):
         "group.initial.rebalance.delay.ms": "0",
         "min.insync.replicas": "2",
         "offsets.commit.timeout.ms": "2000",
+        "log.segment.bytes": "4096",
+        "log.cleaner.backoff.ms": "500",
     }
     with BrokerCluster(zookeeper.connect, tmp_path_factory.mktemp("groups"),
                        properties=properties) as running:
@@ -320,3 +323,40 @@ def test_kafka_dump_log_segments_reads_our_offsets_records(cluster):
     lines = [line for line in result.stdout.splitlines() if "dumped-group" in line]
     assert any('"offset":1234' in line for line in lines), result.stdout[-3000:]
     assert any('"protocolType":"consumer"' in line for line in lines), result.stdout[-3000:]
+
+
+def commits_on_disk(directory, group: str) -> int:
+    """How many offset commit records of `group` the partition's segments hold."""
+    count = 0
+    for segment in sorted(directory.glob("*.log")):
+        records, _ = read_records(segment.read_bytes())
+        count += sum(isinstance(r, OffsetRecord) and r.group == group for r in records)
+    return count
+
+
+def test_offsets_topic_is_compacted_and_reloads_after_cleaning(cluster):
+    create_topic(cluster, "compacted", 1)
+    port, member, generation = stable_member(cluster, "compacted-group")
+    for offset in range(1, 301):
+        assert commit(port, "compacted-group", generation, member,
+                      {("compacted", 0): offset}) == {("compacted", 0): ErrorCode.NONE}
+    leader = broker_on(cluster, port)
+    index = partition_for("compacted-group", OFFSETS_PARTITIONS)
+    directory = cluster.brokers[leader].log_dir / f"{OFFSETS_TOPIC}-{index}"
+    deadline = time.monotonic() + 30
+    while (on_disk := commits_on_disk(directory, "compacted-group")) > 60:
+        assert time.monotonic() < deadline, f"{on_disk} of 300 commits still on disk"
+        time.sleep(0.5)
+    cluster.kill(leader)
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            code, offsets = fetch(coordinator_port(cluster, "compacted-group"),
+                                  "compacted-group", [("compacted", 0)])
+            if code == ErrorCode.NONE:
+                break
+            assert time.monotonic() < deadline, code
+            time.sleep(0.2)
+        assert offsets == {("compacted", 0): 300}
+    finally:
+        cluster.start_broker(leader)

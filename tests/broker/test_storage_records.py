@@ -25,7 +25,7 @@ def test_exported_names_are_the_public_api():
     assert sorted(storage.__all__) == sorted(
         name for name in dir(storage) if not name.startswith("_")
         and name not in {"errors", "records", "index", "segment", "epoch_cache",
-                         "checkpoints", "log", "manager"})
+                         "checkpoints", "log", "manager", "cleaner"})
 
 
 def test_headers_of_real_batches_match_kafka_python():
