@@ -4,7 +4,7 @@ PY := $(VENV)/bin/python
 export PYSPARK_PYTHON := $(abspath $(PY))
 export SPARK_LOCAL_IP := 127.0.0.1
 
-.PHONY: bootstrap run test test-docker lint bench
+.PHONY: bootstrap run test test-docker test-groups-kafka lint bench
 
 bootstrap:
 	@bash scripts/bootstrap.sh
@@ -18,6 +18,9 @@ test: bootstrap
 
 test-docker: bootstrap
 	KCHAOS_DOCKER_IMAGE_TESTS=1 $(PY) -m pytest -q tests/harness/test_docker_smoke.py tests/harness/test_docker_cluster.py tests/harness/test_docker_run.py
+
+test-groups-kafka: bootstrap
+	KCHAOS_KAFKA_GROUP_TESTS=1 $(PY) -m pytest -q -s tests/broker/test_group_clients.py
 
 lint: bootstrap
 	$(VENV)/bin/ruff check .

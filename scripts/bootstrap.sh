@@ -4,12 +4,13 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-debian_packages=(maven zookeeper iptables nftables openssh-server iproute2 chromium sudo vagrant docker.io debootstrap busybox-static)
+debian_packages=(maven zookeeper iptables nftables openssh-server iproute2 chromium sudo vagrant docker.io debootstrap busybox-static kcat)
 missing=()
 for pkg in "${debian_packages[@]}"; do
     dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || missing+=("$pkg")
 done
 command -v java >/dev/null 2>&1 || missing+=(openjdk-17-jre-headless)
+command -v javac >/dev/null 2>&1 || missing+=(openjdk-17-jdk-headless)
 if [ ${#missing[@]} -gt 0 ]; then
     if [ "$(id -u)" -ne 0 ]; then
         echo "bootstrap: missing Debian packages: ${missing[*]}; run as root or install them" >&2
@@ -38,4 +39,19 @@ fi
 if [ ! -f .cache/kafka/3.9.1/.complete ]; then
     .venv/bin/python -m harness.db.kafka.distribution 3.9.1 >/dev/null
     echo "bootstrap: Apache Kafka 3.9.1 cached in .cache/kafka/3.9.1/libs"
+fi
+
+# The Java group consumer of the tests (tests/support/group_clients/GroupConsumer.java),
+# compiled against the cached kafka-clients only when its source changed (a sha256 stamp).
+java_source=tests/support/group_clients/GroupConsumer.java
+java_classes=.cache/java-clients/classes
+java_stamp=.cache/java-clients/.stamp
+java_want=$(sha256sum "$java_source" | cut -d' ' -f1)
+if [ ! -f "$java_stamp" ] || [ "$(cat "$java_stamp")" != "$java_want" ] \
+        || [ ! -f "$java_classes/GroupConsumer.class" ]; then
+    rm -rf "$java_classes"
+    mkdir -p "$java_classes"
+    javac -nowarn -cp '.cache/kafka/3.9.1/libs/*' -d "$java_classes" "$java_source"
+    echo "$java_want" > "$java_stamp"
+    echo "bootstrap: Java group consumer compiled into $java_classes"
 fi
