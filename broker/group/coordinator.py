@@ -253,23 +253,18 @@ class GroupCoordinator:
 
     async def _add_and_rebalance(self, group: Group, request: JoinRequest,
                                  member_id: str) -> JoinResult:
-        member = Member(
-            member_id,
-            request.group_instance_id,
-            request.client_id,
-            request.client_host,
-            request.rebalance_timeout_ms,
-            request.session_timeout_ms,
-            request.protocol_type,
-            list(request.protocols),
-        )
-        member.join = asyncio.get_running_loop().create_future()
+        member = _new_member(request, member_id)
         group.add(member)
         group.new_member_added = True
+        return await self._await_join(group, member, "member-joined")
+
+    async def _await_join(self, group: Group, member: Member, trigger: str) -> JoinResult:
+        """`member` waits for the join phase: a rebalance starts unless one is under way."""
+        member.join = asyncio.get_running_loop().create_future()
         if group.state is PREPARING:
             self._maybe_complete_join(group)
         else:
-            self._prepare_rebalance(group, "member-joined")
+            self._prepare_rebalance(group, trigger)
         return await member.join
 
     async def _replace_static_member(self, group: Group, request: JoinRequest,
@@ -281,30 +276,14 @@ class GroupCoordinator:
         group.remove(old.member_id)
         _finish(old.join, JoinResult(ErrorCode.FENCED_INSTANCE_ID, old.member_id))
         _finish(old.sync, (ErrorCode.FENCED_INSTANCE_ID, b""))
-        member = Member(
-            member_id,
-            request.group_instance_id,
-            request.client_id,
-            request.client_host,
-            request.rebalance_timeout_ms,
-            request.session_timeout_ms,
-            request.protocol_type,
-            list(request.protocols),
-            assignment=old.assignment,
-            is_new=False,
-        )
+        member = _new_member(request, member_id, old.assignment)
         group.add(member)
         if was_leader:
             group.leader_id = member_id
         if group.state is STABLE and old.matches(request.protocols) and not was_leader:
             self._schedule_expiry(group, member)
             return self._join_result(group, member)
-        member.join = asyncio.get_running_loop().create_future()
-        if group.state is PREPARING:
-            self._maybe_complete_join(group)
-        else:
-            self._prepare_rebalance(group, "static-member-replaced")
-        return await member.join
+        return await self._await_join(group, member, "static-member-replaced")
 
     async def _rejoin(self, group: Group, member: Member, request: JoinRequest,
                       trigger: str | None) -> JoinResult:
@@ -415,7 +394,6 @@ class GroupCoordinator:
         group.transition_to(COMPLETING)
         for member in group.members.values():
             member.assignment = b""
-            member.is_new = False
             _finish(member.join, self._join_result(group, member))
             self._schedule_expiry(group, member)
 
@@ -694,6 +672,20 @@ class GroupCoordinator:
             del self.groups[group_id]
             self.events.write("group-deleted", group=group_id)
         return ErrorCode.NONE
+
+
+def _new_member(request: JoinRequest, member_id: str, assignment: bytes = b"") -> Member:
+    return Member(
+        member_id,
+        request.group_instance_id,
+        request.client_id,
+        request.client_host,
+        request.rebalance_timeout_ms,
+        request.session_timeout_ms,
+        request.protocol_type,
+        list(request.protocols),
+        assignment,
+    )
 
 
 def _finish(future: asyncio.Future | None, result: object) -> None:

@@ -72,7 +72,6 @@ class Member:
     join: asyncio.Future | None = None
     sync: asyncio.Future | None = None
     expiry: asyncio.TimerHandle | None = None
-    is_new: bool = True
 
     @property
     def awaiting_join(self) -> bool:
@@ -226,7 +225,6 @@ class Group:
                 record.protocol_type,
                 [(record.protocol or "", saved.subscription)],
                 saved.assignment,
-                is_new=False,
             )
             group.add(member)
         group.leader_id = record.leader if record.leader in group.members else group.leader_id
