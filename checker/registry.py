@@ -8,6 +8,7 @@ from checker.acks import AcksChecker
 from checker.availability import AvailabilityChecker
 from checker.checkers import Checker, Composed, compose
 from checker.elections import ElectionChecker
+from checker.groups import GroupsChecker
 from checker.linearizable import LinearizabilityChecker
 from checker.queue import QueueChecker
 from checker.txn import TxnChecker
@@ -21,6 +22,7 @@ CHECKERS: dict[str, Callable[[], Checker]] = {
     "linearizability": LinearizabilityChecker,
     "availability": AvailabilityChecker,
     "txn": TxnChecker,
+    "groups": GroupsChecker,
 }
 # Checkers that read the nodes' logs of a run folder (a bare history has none).
 NEED_NODE_LOGS = frozenset({"elections"})

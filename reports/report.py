@@ -18,6 +18,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from reports.groups import GroupTimeline, group_section, group_timelines, write_group_plots
 from reports.html import Markup, element, join, link, render, table, trusted
 from reports.layout import LOG_FILE, REPORT_FILE, run_started
 from reports.linearizability import counterexamples, render_counterexamples
@@ -56,25 +57,29 @@ def write_report(run_dir: str | Path) -> Report:
     run = load_run(run_dir)
     spans = client_spans(run.ops)
     plots = write_plots(run, run.directory, spans)
+    groups = group_timelines(run.ops)
+    group_plots = write_group_plots(groups, nemesis_periods(run.ops), run.directory)
     write_timeline(run.ops, spans, run.directory, title=f"{run.name}: operation timeline")
     views = write_log_views(run.directory, run.node_logs)
-    page = _Page(run, spans, views)
+    page = _Page(run, spans, views, groups)
     path = run.directory / REPORT_FILE
-    path.write_text(page.render(plots), encoding="utf-8")
-    return Report(path, run.verdict, tuple(plots))
+    path.write_text(page.render(plots, group_plots), encoding="utf-8")
+    return Report(path, run.verdict, (*plots, *group_plots))
 
 
 class _Page:
     """The pieces of one report page."""
 
-    def __init__(self, run: Run, spans: Sequence[Span], views: Sequence[LogView]) -> None:
+    def __init__(self, run: Run, spans: Sequence[Span], views: Sequence[LogView],
+                 groups: Sequence[GroupTimeline] = ()) -> None:
         self.run = run
         self.spans = spans
         self.views = views
+        self.groups = groups
         self.checkers: dict[str, dict[str, Any]] = dict(
             ((run.results or {}).get("checkers") or {}).items())
 
-    def render(self, plots: Sequence[Plot]) -> str:
+    def render(self, plots: Sequence[Plot], group_plots: Sequence[Plot] = ()) -> str:
         css, text = VERDICTS.get(self.run.verdict, VERDICTS["unknown"])
         return render("report.html", {
             "title": f"{text}: {self.run.name} {self.run.directory.name}",
@@ -88,6 +93,7 @@ class _Page:
                 ("summary", "Checkers"), ("losses", "Lost writes"), ("anomalies", "Anomalies"),
                 ("linearizability", "Linearizability"), ("nemesis", "Nemesis"),
                 *((("availability", "Availability"),) if self._availability_stats() else ()),
+                *((("groups", "Consumer groups"),) if self.groups else ()),
                 ("plots", "Plots"), ("config", "Configuration"), ("logs", "Logs"),
                 ("stats", "Statistics"))),
             "problems": join(element("p", problem, class_="problem")
@@ -97,7 +103,8 @@ class _Page:
             "anomalies": self._anomalies(),
             "linearizability": render_counterexamples(counterexamples(self.run.results),
                                                       self.spans),
-            "nemesis": join([self._nemesis(), self._availability()]),
+            "nemesis": join([self._nemesis(), self._availability(),
+                             group_section(self.groups, group_plots)]),
             "plots": self._plots(plots),
             "config": self._config(),
             "logs": self._logs(),
