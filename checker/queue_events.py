@@ -1,7 +1,9 @@
 """Queue history ops as per-key events, and the transactions that reads prove committed.
 
 `events_of` turns one op into events of the keys it touches (shapes in its docstring)
-and into resets (assign, subscribe, crash: which keys a process keeps its position on);
+and into resets (assign, subscribe, crash: which keys a process keeps its position on; in
+a subscribe run also the keys a rebalance callback assigned or revoked, and the keys of
+records a before-process poll fetched but did not process);
 `dropped_at` reads a key's resets. An info `txn` op is atomic, so a poll of any value it
 sent proves all its sends committed: `proven_sends` (or, split for Spark,
 `txn_candidates` then `proven_by`) finds those ops key by key.
@@ -17,6 +19,7 @@ __all__ = ["COMPLETE", "INVOKE", "READ", "RESET", "Event", "Key", "dropped_at", 
            "normalise_key", "proven_by", "proven_sends", "txn_candidates"]
 
 RESET = "\x00reset"
+DROP = "\x00drop"  # a reset's kept keys starting with DROP: it drops just the keys after it
 RESET_FUNCTIONS = frozenset({"assign", "subscribe", "crash"})
 MICRO_OP_FUNCTIONS = frozenset({"send", "txn", "poll"})
 INVOKE, COMPLETE, READ = 0, 1, 2
@@ -42,15 +45,18 @@ def events_of(index: int, when: int, kind: str, process: Any, f: str, value: Any
               linked)
     READ     (index, 2, process, time, [(offset, value)], type, writes, atomic)
     and (RESET, (index, process, kept keys | None)) for a completed (ok or info) assign or
-    subscribe (its value is the list of keys it keeps; one that seeks to the beginning
-    keeps none) and for an invoked crash (keeps none).
+    subscribe (its value is the list of keys it keeps; one that seeks to the beginning, or
+    a group subscription, keeps none) and for an invoked crash (keeps none); and
+    (RESET, (index, process, (DROP, key, ...))) for a completion whose `rebalances` or
+    `unprocessed` fields name keys whose position the consumer no longer knows.
     `linked`: the op also reads, or sends to another key (it may be on a dependency cycle);
     `writes`: the reading op also sends; `atomic`: the op is a transaction (f "txn").
     """
+    moved = _moved_keys(index, process, extra) if kind != "invoke" else []
     if f in RESET_FUNCTIONS:
-        return _reset_of(index, kind, process, f, value, extra)
+        return _reset_of(index, kind, process, f, value, extra) + moved
     if f not in MICRO_OP_FUNCTIONS or value is None:
-        return []
+        return moved
     if not isinstance(value, list):
         raise ValueError(f"{f} value must be a list of micro-ops, got {value!r}")
     sends: dict[Key, list[tuple]] = {}
@@ -96,7 +102,27 @@ def events_of(index: int, when: int, kind: str, process: Any, f: str, value: Any
                                  atomic, linked)))
     for key, pairs in reads.items():
         events.append((key, (index, READ, process, when, pairs, kind, bool(sends), atomic)))
-    return events
+    return events + moved
+
+
+def _moved_keys(index: int, process: Any, extra: Mapping[str, Any]
+                ) -> list[tuple[Key, Event]]:
+    """A reset dropping the keys a rebalance callback assigned or revoked during the op, and
+    those whose fetched records were left unprocessed (the consumer moved past them)."""
+    rebalances, unprocessed = extra.get("rebalances"), extra.get("unprocessed")
+    if not rebalances and not unprocessed:
+        return []
+    keys: set[Key] = set()
+    for entry in rebalances or ():
+        if not isinstance(entry, dict):
+            raise ValueError(f"a rebalance must be an object, got {entry!r}")
+        for field in ("assigned", "revoked"):
+            keys.update(normalise_key(k) for k in entry.get(field) or ())
+    if isinstance(unprocessed, dict):
+        keys.update(normalise_key(k) for k in unprocessed)
+    if not keys:
+        return []
+    return [(RESET, (index, process, (DROP, *sorted(keys, key=repr))))]
 
 
 def _reset_of(index: int, kind: str, process: Any, f: str, value: Any,
@@ -105,7 +131,7 @@ def _reset_of(index: int, kind: str, process: Any, f: str, value: Any,
         return [(RESET, (index, process, None))] if kind == "invoke" else []
     if kind not in ("ok", "info"):
         return []
-    if extra.get("seek_to_beginning") or value is None:
+    if extra.get("seek_to_beginning") or value is None or isinstance(value, dict):
         return [(RESET, (index, process, None))]
     if not isinstance(value, list):
         raise ValueError(f"{f} value must be the list of keys, got {value!r}")
@@ -128,10 +154,18 @@ def dropped_at(resets: Mapping[Any, Sequence[tuple[int, tuple | None]]],
     """process -> sorted indices of its resets that dropped `key` (forgetting its position)."""
     dropped: dict[Any, list[int]] = {}
     for process, items in resets.items():
-        indices = [index for index, kept in items if kept is None or key not in kept]
+        indices = [index for index, kept in items if _drops(kept, key)]
         if indices:
             dropped[process] = sorted(indices)
     return dropped
+
+
+def _drops(kept: tuple | None, key: Key) -> bool:
+    if kept is None:
+        return True
+    if kept and kept[0] == DROP:
+        return key in kept[1:]
+    return key not in kept
 
 
 def txn_candidates(events: Iterable[Event]) -> list[tuple[Any, int]]:

@@ -308,10 +308,12 @@ def _poll_orders(report: KeyReport, log: KeyLog, dropped: Mapping[Any, Sequence[
 
 
 def _between(indices: Sequence[int] | None, low: int, high: int) -> bool:
+    """Whether a reset falls after op `low` and up to op `high`: a reset carried by op
+    `high` itself (a rebalance callback during that poll) came before its records."""
     if not indices:
         return False
     at = bisect.bisect_right(indices, low)
-    return at < len(indices) and indices[at] < high
+    return at < len(indices) and indices[at] <= high
 
 
 def _send_orders(report: KeyReport, log: KeyLog, dropped: Mapping[Any, Sequence[int]]) -> None:

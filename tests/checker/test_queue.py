@@ -230,6 +230,40 @@ def test_a_reassignment_that_keeps_the_key_keeps_its_poll_position(reset):
     assert found(b)["nonmonotonic-poll"]["count"] == 1
 
 
+def rebalanced_poll(b: Builder, process, reads: dict, **extra) -> int:
+    """A subscribe-mode poll whose completion carries `rebalances` or `unprocessed`."""
+    result = {str(k): [[o, v] for o, v in pairs] for k, pairs in reads.items()}
+    return b.op(process, "poll", [["poll"]], "ok", [["poll", result]], group="g0", **extra)
+
+
+def test_a_group_subscription_and_rebalances_reset_positions_of_their_keys():
+    b = Builder()
+    for offset in range(4):
+        b.send(0, 1, 10 + offset, offset)
+        b.send(0, 2, 20 + offset, offset)
+    b.op(5, "subscribe", {"group": "g0"}, "ok", {"group": "g0"}, group="g0")
+    rebalanced_poll(b, 5, {1: [(0, 10), (1, 11)], 2: [(0, 20), (1, 21)]})
+    revoke = {"time": 1, "group": "g0", "generation": 1, "member": "m", "assigned": [],
+              "revoked": [1], "lost": False}
+    assign = dict(revoke, generation=2, assigned=[1], revoked=[])
+    rebalanced_poll(b, 5, {1: [(0, 10)]}, rebalances=[revoke, assign])
+    assert "nonmonotonic-poll" not in found(b)
+    rewind = rebalanced_poll(b, 5, {2: [(0, 20)]})
+    assert found(b)["nonmonotonic-poll"]["examples"][0]["ops"][1] == rewind
+
+
+def test_records_a_before_process_poll_left_unprocessed_are_not_poll_skips():
+    b = Builder()
+    for offset in range(4):
+        b.send(0, 1, 10 + offset, offset)
+    b.op(5, "subscribe", {"group": "g0"}, "ok", {"group": "g0"}, group="g0")
+    rebalanced_poll(b, 5, {1: [(0, 10)]})
+    rebalanced_poll(b, 5, {}, unprocessed={"1": [1, 2]},
+                    commit={"offsets": {"1": 3}, "type": "info", "time": 1})
+    rebalanced_poll(b, 5, {1: [(3, 13)]})
+    assert not {"poll-skip", "int-poll-skip"} & set(found(b))
+
+
 def test_offsets_nobody_observed_are_not_skips():
     b = Builder()
     b.send(0, 1, 10, 0)
