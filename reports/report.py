@@ -67,6 +67,24 @@ def write_report(run_dir: str | Path) -> Report:
     return Report(path, run.verdict, (*plots, *group_plots))
 
 
+def debug_knobs(test: Mapping[str, Any]) -> dict[str, Any]:
+    """The `kchaos.debug.*` broker properties a run set (its `broker_config`, wherever
+    test.json nests it): each seeds a defect, so the report names it."""
+    found: dict[str, Any] = {}
+    stack: list[Any] = [test]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, Mapping):
+            config = item.get("broker_config")
+            if isinstance(config, Mapping):
+                found.update((k, v) for k, v in config.items()
+                             if str(k).startswith("kchaos.debug."))
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+    return dict(sorted(found.items()))
+
+
 class _Page:
     """The pieces of one report page."""
 
@@ -128,6 +146,10 @@ class _Page:
         parts.append(f"{clients} client ops over {end:.1f} s")
         if "seed" in run.test:
             parts.append(f"seed {run.test['seed']}")
+        knobs = debug_knobs(run.test)
+        if knobs:
+            parts.append("debug knobs (seeded defects): " + ", ".join(
+                f"{key}={value}" for key, value in knobs.items()))
         return " · ".join(parts)
 
     # --- checkers and anomalies ---------------------------------------------------------------

@@ -52,6 +52,16 @@ def test_valid_run(store: Path) -> None:
     assert "start-partition" in text_of(page) and "expire-session" in text_of(page)
 
 
+def test_the_banner_names_the_debug_knobs_a_run_used(store: Path) -> None:
+    run_dir = (store / "queue-valid" / "latest").resolve()
+    test = json.loads((run_dir / "test.json").read_text())
+    assert "debug knobs" not in text_of(write_report(run_dir).path.read_text())
+    test.setdefault("broker_config", {})["kchaos.debug.ack-commit-before-replication"] = "true"
+    (run_dir / "test.json").write_text(json.dumps(test))
+    text = text_of(write_report(run_dir).path.read_text())
+    assert "debug knobs (seeded defects): kchaos.debug.ack-commit-before-replication=true" in text
+
+
 def test_invalid_run_shows_every_queue_anomaly_with_witnesses(store: Path) -> None:
     report = write_report(store / "queue-anomalies" / "latest")
     page = report.path.read_text()
