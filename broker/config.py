@@ -176,6 +176,12 @@ SPEC: dict[str, tuple[str, Callable[[str], Any], Any]] = {
     "group.max.session.timeout.ms": ("group_max_session_timeout_ms", _int(1), 1800000),
     "group.initial.rebalance.delay.ms": ("group_initial_rebalance_delay_ms", _int(0), 3000),
     "group.max.size": ("group_max_size", _int(1), 2147483647),
+    # fault-injection knobs of the detection suite (README, "Debug knobs"); off by default
+    "kchaos.debug.ack-commit-before-replication": (
+        "debug_ack_commit_before_replication",
+        _bool,
+        False,
+    ),
 }
 REQUIRED = ("broker.id", "listeners", "zookeeper.connect")
 
@@ -230,6 +236,7 @@ class BrokerConfig:
     group_max_session_timeout_ms: int = 1800000
     group_initial_rebalance_delay_ms: int = 3000
     group_max_size: int = 2147483647
+    debug_ack_commit_before_replication: bool = False
     source: str = field(default="<memory>", compare=False)
 
     @classmethod

@@ -220,6 +220,7 @@ class BrokerNode:
                 self.replicas,
                 config.offsets_commit_timeout_ms,
                 config.offsets_load_buffer_size,
+                ack_before_replication=config.debug_ack_commit_before_replication,
             ),
             offsets_topic.partition_count,
             GroupConfig(

@@ -176,6 +176,7 @@ def _run_workload(test: Test, record: dict[str, Any], db: RunningDB, run_dir: Pa
                                   nemesis=_DBNemesis(faults, db), nodes=db.brokers,
                                   op_timeout=workload.op_timeout, clock=clock)
         interpreter.setup_clients()
+        faults.consumers.attach(workload)
         faults.nemesis.setup(db)
         try:
             generator = gen.phases(

@@ -9,7 +9,8 @@
 `build_test(config)` is the only place where options become parts: each part comes from
 its registry (`harness.db.registry.DBS`, `workloads.registry.WORKLOADS`, the faults of
 `nemesis.package`, `checker.registry.CHECKERS`) and its own declared options.
-`harness.runner.run_test(test)` uses only the parts.
+`harness.runner.run_test(test)` uses only the parts; it hands the workload, once built,
+to the nemesis package (`Package.consumers`), for the consumer-group faults.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from harness.config import ConfigError, TestConfig
 from harness.db.part import DB, DBContext
 from harness.db.registry import DBS
 from harness.scenarios import SCENARIOS
+from nemesis.consumers import DEFAULT_SESSION_TIMEOUT
 from nemesis.package import Package, Schedule, package
 from workloads.part import Workload, WorkloadContext, WorkloadKind
 from workloads.registry import WORKLOADS
@@ -91,7 +93,8 @@ def build_test(config: TestConfig) -> Test:
     kind = WORKLOADS[run.workload]
     try:
         db = DBS[run.db].build(config.db, DBContext(run.nodes, config.backend))
-        checker = composed(checker_names(run.checker) if run.checker else kind.checkers)
+        checker = composed(checker_names(run.checker) if run.checker
+                           else kind.checkers_for(config.workload))
     except ValueError as error:
         raise ConfigError(str(error)) from error
     return Test(
@@ -112,9 +115,15 @@ def _nemesis(config: TestConfig, seed: int) -> Package:
     scenario = SCENARIOS.get(config.run.scenario or "")
     if scenario is None:
         return package(config.nemesis.nemesis, seed, config.run.time_limit,
-                       config.nemesis.nemesis_interval)
+                       config.nemesis.nemesis_interval, _session_timeout(config.workload))
     staged = package(scenario.faults, seed, config.run.time_limit)
     return replace(staged, generator=Schedule(scenario.schedule(config)))
+
+
+def _session_timeout(options: Any) -> float:
+    """The workload's consumer group session timeout in seconds (its `session_timeout_ms`
+    option; Kafka's default, 6 s, for a workload without one)."""
+    return getattr(options, "session_timeout_ms", DEFAULT_SESSION_TIMEOUT * 1000) / 1000
 
 
 def versions() -> dict[str, str]:

@@ -7,15 +7,26 @@ seconds on average, start a random fault, then stop it; ops carry the time, in n
 the test started, at which to invoke them), `final_generator` (every stop op, then `heal`:
 all links open, every process resumed and running) and `perf` (for plots: each fault's
 start and stop fs). Nemesis ops are `{"type": "info", "process": "nemesis", "f", "value"}`.
+
+Consumer-group faults (`kill-coordinator`, `isolate-coordinator`, `pause-consumers`,
+`add-partitions`) act on the run's consumers, which the harness hands over once the
+workload is built: `package.consumers.attach(workload)` (see `nemesis.consumers`).
 """
 
 from __future__ import annotations
 
 import random
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from nemesis.consumers import (
+    DEFAULT_SESSION_TIMEOUT,
+    PAUSE_MARGIN,
+    AddPartitionsNemesis,
+    Consumers,
+    PauseConsumersNemesis,
+)
 from nemesis.partition import Firewall, PacketLossNemesis, PartitionNemesis
 from nemesis.process import (
     ExpireSessionNemesis,
@@ -67,7 +78,8 @@ class Fault:
 
 _PARTITION = {"partition-one": "one", "partition-halves": "halves", "partition-ring": "ring",
               "partition-bridge": "bridge", "isolate-controller": "controller",
-              "isolate-zookeeper": "zookeeper", "leader-from-followers": "leader-from-followers"}
+              "isolate-zookeeper": "zookeeper", "leader-from-followers": "leader-from-followers",
+              "isolate-coordinator": "coordinator"}
 FAULTS: dict[str, Fault] = {
     **{name: Fault("partition", "start-partition", (shape,), "stop-partition")
        for name, shape in _PARTITION.items()},
@@ -77,11 +89,15 @@ FAULTS: dict[str, Fault] = {
     "kill-controller": Fault("kill", "kill", ("controller",), "start"),
     "kill-leader": Fault("kill", "kill", ("leader",), "start"),
     "kill-all": Fault("kill", "kill", ("all",), "start"),
+    "kill-coordinator": Fault("kill", "kill", ("coordinator",), "start"),
     "restart": Fault("restart", "restart", ("one", "controller", "leader")),
     "pause": Fault("pause", "pause", ("one", "controller", "leader"), "resume"),
     "pause-zookeeper": Fault("pause-zookeeper", "pause-zookeeper", ("leader", "majority"),
                              "resume-zookeeper"),
     "expire-session": Fault("expire-session", "expire-session", ("one", "controller")),
+    "pause-consumers": Fault("pause-consumers", "start-pause-consumers", ("one", "some"),
+                             "stop-pause-consumers"),
+    "add-partitions": Fault("add-partitions", "add-partitions", (1, 2)),
 }
 GROUPS: dict[str, tuple[str, ...]] = {
     "partition": tuple(_PARTITION),
@@ -192,6 +208,7 @@ class Package:
     final_generator: Schedule
     perf: tuple[dict, ...] = field(default=())
     faults: tuple[str, ...] = ()
+    consumers: Consumers = field(default_factory=Consumers)
 
 
 def _op(f: str, value: Any = None, time: int | None = None) -> dict:
@@ -202,9 +219,11 @@ def _op(f: str, value: Any = None, time: int | None = None) -> dict:
 
 
 def schedule_ops(faults: Sequence[str], seed: int, time_limit: float,
-                 interval: float = 10.0) -> tuple[dict, ...]:
+                 interval: float = 10.0, holds: Mapping[str, float] | None = None
+                 ) -> tuple[dict, ...]:
     """Start a random fault, stop it, repeat; each wait uniform in [0, 2 * interval]
-    seconds; nothing starts after `time_limit`. Pure: the same arguments give the same ops."""
+    seconds, a fault named in `holds` lasting at least that many seconds; nothing starts
+    after `time_limit`. Pure: the same arguments give the same ops."""
     rng = random.Random(seed)
     ops: list[dict] = []
     now = 0.0
@@ -212,40 +231,49 @@ def schedule_ops(faults: Sequence[str], seed: int, time_limit: float,
         now += rng.uniform(0, 2 * interval)
         if now >= time_limit:
             break
-        fault = FAULTS[rng.choice(list(faults))]
+        name = rng.choice(list(faults))
+        fault = FAULTS[name]
         ops.append(_op(fault.start, rng.choice(fault.values), int(now * 1e9)))
         if fault.stop:
-            now += rng.uniform(0, 2 * interval)
+            now += max(rng.uniform(0, 2 * interval), (holds or {}).get(name, 0.0))
             ops.append(_op(fault.stop, None, int(min(now, time_limit) * 1e9)))
     return tuple(ops)
 
 
-# Each kind of fault: how to build its nemesis from the shared firewall and a seeded random.
-KINDS: dict[str, Callable[[Firewall, random.Random], Nemesis]] = {
+# Each kind of fault: how to build its nemesis from the shared firewall, a seeded random
+# and the run's consumers.
+KINDS: dict[str, Callable[[Firewall, random.Random, Consumers], Nemesis]] = {
     "partition": PartitionNemesis,
-    "packet-loss": lambda firewall, rng: PacketLossNemesis(firewall),
-    "kill": lambda firewall, rng: KillNemesis(rng),
-    "restart": lambda firewall, rng: RestartNemesis(rng),
-    "pause": lambda firewall, rng: PauseNemesis(rng),
-    "pause-zookeeper": lambda firewall, rng: PauseZooKeeperNemesis(rng),
-    "expire-session": ExpireSessionNemesis,
+    "packet-loss": lambda firewall, rng, consumers: PacketLossNemesis(firewall),
+    "kill": lambda firewall, rng, consumers: KillNemesis(rng, consumers),
+    "restart": lambda firewall, rng, consumers: RestartNemesis(rng),
+    "pause": lambda firewall, rng, consumers: PauseNemesis(rng),
+    "pause-zookeeper": lambda firewall, rng, consumers: PauseZooKeeperNemesis(rng),
+    "expire-session": lambda firewall, rng, consumers: ExpireSessionNemesis(firewall, rng),
+    "pause-consumers": lambda firewall, rng, consumers: PauseConsumersNemesis(consumers, rng),
+    "add-partitions": lambda firewall, rng, consumers: AddPartitionsNemesis(consumers),
 }
 
 
 def package(names: str | Iterable[str], seed: int = 0, time_limit: float = 60.0,
-            interval: float = 10.0) -> Package:
+            interval: float = 10.0,
+            consumer_session_timeout: float = DEFAULT_SESSION_TIMEOUT) -> Package:
+    """The faults `names` says, scheduled from `seed`; `consumer_session_timeout` (seconds)
+    is the workload's group session timeout, which `pause-consumers` outlasts."""
     faults = expand(names)
     rng = random.Random(seed)
     firewall = Firewall()
+    consumers = Consumers(consumer_session_timeout)
     kinds = list(dict.fromkeys(FAULTS[name].kind for name in faults))
-    nemesis = compose([KINDS[kind](firewall, random.Random(rng.random())) for kind in kinds]
-                      + [HealNemesis(firewall)])
+    nemesis = compose([KINDS[kind](firewall, random.Random(rng.random()), consumers)
+                       for kind in kinds] + [HealNemesis(firewall)])
     stops = list(dict.fromkeys(FAULTS[n].stop for n in faults if FAULTS[n].stop))
     final = tuple(_op(f) for f in stops) + (_op("heal"),)
     perf = tuple({"name": name, "start": FAULTS[name].start, "stop": FAULTS[name].stop}
                  for name in faults)
-    return Package(nemesis, Schedule(schedule_ops(faults, seed, time_limit, interval)),
-                   Schedule(final), perf, tuple(faults))
+    holds = {"pause-consumers": consumers.session_timeout + PAUSE_MARGIN}
+    return Package(nemesis, Schedule(schedule_ops(faults, seed, time_limit, interval, holds)),
+                   Schedule(final), perf, tuple(faults), consumers)
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -9,7 +9,9 @@ Shapes of `start-partition` (its value, or `{"shape": ..., "topic": t, "partitio
 `one` (isolate a random node), `halves`, `ring` (majorities ring), `bridge` (over all nodes,
 shuffled), `controller` (isolate the controller now), `zookeeper` (the ensemble from the
 brokers), `leader-from-followers` (a partition's leader from its other replicas; it keeps
-ZooKeeper: the 2013 Kafka scenario).
+ZooKeeper: the 2013 Kafka scenario), `coordinator` (isolate the broker coordinating one of
+the run's consumer groups; the value names the group: `{"group": g, "n2": [...], ...}`; a
+logged no-op without groups).
 """
 
 from __future__ import annotations
@@ -20,11 +22,18 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from nemesis import grudge as grudges
-from nemesis.targets import ClusterControl, controller_node, leader_and_followers
+from nemesis.consumers import NO_GROUPS, Consumers, skipped
+from nemesis.targets import (
+    ClusterControl,
+    controller_node,
+    group_coordinator,
+    leader_and_followers,
+)
 
 __all__ = ["SHAPES", "Firewall", "PacketLossNemesis", "PartitionNemesis"]
 
-SHAPES = ("one", "halves", "ring", "bridge", "controller", "zookeeper", "leader-from-followers")
+SHAPES = ("one", "halves", "ring", "bridge", "controller", "zookeeper", "leader-from-followers",
+          "coordinator")
 
 
 class Firewall:
@@ -71,9 +80,11 @@ class Firewall:
 class PartitionNemesis:
     fs = frozenset({"start-partition", "stop-partition"})
 
-    def __init__(self, firewall: Firewall, rng: random.Random) -> None:
+    def __init__(self, firewall: Firewall, rng: random.Random,
+                 consumers: Consumers | None = None) -> None:
         self.firewall = firewall
         self.rng = rng
+        self.consumers = consumers or Consumers()
 
     def setup(self, cluster: ClusterControl) -> None:
         self.firewall.clear(cluster, "partition")
@@ -85,11 +96,25 @@ class PartitionNemesis:
         if op["f"] == "stop-partition":
             self.firewall.clear(cluster, "partition")
             return {**op, "type": "info", "value": "network-healed"}
+        if op.get("value") == "coordinator":
+            return self._isolate_coordinator(cluster, op)
         grudge = self.grudge(cluster, op.get("value") or "one")
         if not any(grudge.values()):
             return {**op, "type": "info", "value": "no-target"}
         self.firewall.set(cluster, "partition", grudge)
         return {**op, "type": "info", "value": grudges.describe(grudge)}
+
+    def _isolate_coordinator(self, cluster: ClusterControl, op: dict) -> dict:
+        groups = self.consumers.groups()
+        if not groups:
+            return skipped(op, NO_GROUPS)
+        found = group_coordinator(cluster, groups, self.rng)
+        if found is None:
+            return {**op, "type": "info", "value": "no-target"}
+        group, node = found
+        grudge = grudges.isolate(node, list(cluster.nodes))
+        self.firewall.set(cluster, "partition", grudge)
+        return {**op, "type": "info", "value": {"group": group, **grudges.describe(grudge)}}
 
     def grudge(self, cluster: ClusterControl, spec: str | Mapping[str, Any]) -> grudges.Grudge:
         """The grudge a shape resolves to on the live cluster; empty when there is no target."""

@@ -3,8 +3,10 @@ ZooKeeper), and ZooKeeper session expiry by firewalling a broker off the ensembl
 
 A broker target spec is "one" (a random running broker), "controller", "leader" (of a
 random partition, or `{"target": "leader", "topic": t, "partition": p}`), "all", or a list
-of nodes. Ops come back with what was done per node (`{"n2": "killed"}`), "no-target" when
-the spec resolved to nothing, or "not-started" when there was nothing to undo.
+of nodes; `kill` also takes "coordinator" (the broker coordinating one of the run's consumer
+groups; a logged no-op without groups). Ops come back with what was done per node
+(`{"n2": "killed"}`, with `"group"` for a coordinator), "no-target" when the spec resolved
+to nothing, or "not-started" when there was nothing to undo.
 """
 
 from __future__ import annotations
@@ -15,8 +17,14 @@ from collections.abc import Sequence
 from typing import Any
 
 from nemesis import grudge as grudges
+from nemesis.consumers import NO_GROUPS, Consumers, skipped
 from nemesis.partition import Firewall
-from nemesis.targets import ClusterControl, controller_node, leader_and_followers
+from nemesis.targets import (
+    ClusterControl,
+    controller_node,
+    group_coordinator,
+    leader_and_followers,
+)
 
 __all__ = [
     "ExpireSessionNemesis",
@@ -57,8 +65,9 @@ class KillNemesis:
 
     fs = frozenset({"kill", "start"})
 
-    def __init__(self, rng: random.Random) -> None:
+    def __init__(self, rng: random.Random, consumers: Consumers | None = None) -> None:
         self.rng = rng
+        self.consumers = consumers or Consumers()
 
     def setup(self, cluster: ClusterControl) -> None:
         pass
@@ -70,8 +79,20 @@ class KillNemesis:
         if op["f"] == "start":
             started = {n: "started" for n in cluster.brokers if cluster.start(n)}
             return _done(op, started, "not-started")
+        if op.get("value") == "coordinator":
+            return self._kill_coordinator(cluster, op)
         targets = resolve_brokers(cluster, op.get("value"), self.rng)
         return _done(op, {n: "killed" for n in targets if cluster.kill(n)})
+
+    def _kill_coordinator(self, cluster: ClusterControl, op: dict) -> dict:
+        groups = self.consumers.groups()
+        if not groups:
+            return skipped(op, NO_GROUPS)
+        found = group_coordinator(cluster, groups, self.rng)
+        if found is None or not cluster.running(found[1]) or not cluster.kill(found[1]):
+            return _done(op, {})
+        group, node = found
+        return _done(op, {"group": group, node: "killed"})
 
 
 class RestartNemesis:

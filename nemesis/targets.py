@@ -3,7 +3,8 @@
 `ClusterControl` is the interface a nemesis needs (`harness.db.Cluster` implements it).
 `read_snapshot` reads Kafka's ZooKeeper layout (/controller, /controller_epoch,
 /brokers/ids, /brokers/topics/<t>, .../partitions/<p>/state) through kazoo at fault time,
-so "the controller" or "the leader of t-0" is whoever it is now. Parsing is pure.
+so "the controller" or "the leader of t-0" is whoever it is now. Parsing is pure. A
+group's coordinator is what the db says now (`ClusterControl.coordinator`).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ __all__ = [
     "PartitionState",
     "Snapshot",
     "controller_node",
+    "group_coordinator",
     "leader_and_followers",
     "parse_assignment",
     "parse_partition_state",
@@ -45,6 +47,9 @@ class ClusterControl(Protocol):
     def session_timeout(self) -> float: ...
     @property
     def zk(self) -> Any: ...
+    @property
+    def bootstrap_servers(self) -> str: ...
+    def coordinator(self, group: str) -> str | None: ...
     def broker_id(self, node: str) -> int: ...
     def broker_node(self, broker_id: int) -> str: ...
     def zookeeper_mode(self, node: str) -> str | None: ...
@@ -148,3 +153,14 @@ def leader_and_followers(cluster: ClusterControl, rng: random.Random, topic: str
     chosen = rng.choice(candidates)
     followers = [cluster.broker_node(b) for b in chosen.replicas if b != chosen.leader]
     return chosen, cluster.broker_node(chosen.leader), followers
+
+
+def group_coordinator(cluster: ClusterControl, groups: Sequence[str], rng: random.Random
+                      ) -> tuple[str, str] | None:
+    """(group, node of its coordinator) for the first of `groups`, in random order, whose
+    coordinator the db names; None if it names none."""
+    for group in rng.sample(list(groups), len(groups)):
+        node = cluster.coordinator(group)
+        if node is not None:
+            return group, node
+    return None

@@ -12,13 +12,26 @@ anything was appended is `fail`; everything else (timeouts, NOT_LEADER_OR_FOLLOW
 NOT_ENOUGH_REPLICAS_AFTER_APPEND, network errors, unknown errors) is `info`. A
 retriable rejection (NOT_ENOUGH_REPLICAS) after the producer may have retried is
 `info` too: an earlier attempt that timed out may have been appended.
+
+Subscribe mode (`sub_via="subscribe"`): a `subscribe` op starts the process's consumer
+child in the op's group and `poll`, `commit` and `crash` go to it
+(`workloads.group_member`); `committed` reads a group's offsets through a client of no
+group (the adapter's `_committed`); `assign` (the final drain) opens an assign-mode
+consumer as in assign mode. Clients that stamp times of their own (the rebalance
+callbacks) get the history's clock from the worker (`use_clock`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, Literal, Protocol
+from typing import TYPE_CHECKING, Any, Literal, Protocol
+
+from workloads.group_child import ConsumerChildren
+from workloads.group_consumer import MemberConfig
+
+if TYPE_CHECKING:
+    from workloads.group_member import GroupMember
 
 __all__ = [
     "Client",
@@ -95,6 +108,9 @@ class ClientOptions:
     op_timeout: float = 5.0
     poll_timeout: float = 0.5
     max_poll_records: int = 500
+    sub_via: str = "assign"
+    commit: str = "after-process"
+    session_timeout_ms: int = 6000
 
     def partition_keys(self) -> dict[int, Any]:
         return {partition: key for key, partition in self.key_partitions.items()}
@@ -205,32 +221,84 @@ class Positions:
 
 class QueueClient:
     """What the Kafka adapters share: the unopened factory value (`Adapter(options)`; `open`
-    returns a connected copy), the op dispatch and the read positions. Subclasses connect
-    in `open` and implement `_send`, `_poll` and `_assign`."""
+    returns a connected copy), the op dispatch, the read positions and, in subscribe mode,
+    the process's group member. Subclasses name their `library`, connect in `open` and
+    implement `_send`, `_poll`, `_assign` and `_committed`. `children` is the workload's
+    registry of consumer child processes, shared by the factory value and its copies."""
 
-    def __init__(self, options: ClientOptions, node: str | None = None) -> None:
+    library = ""
+
+    def __init__(self, options: ClientOptions, node: str | None = None,
+                 children: ConsumerChildren | None = None) -> None:
         self.options = options
         self.node = node
         self.producer: Any = None
         self.consumer: Any = None
         self.positions = Positions()
+        self.children = children if children is not None else ConsumerChildren()
+        self.member: GroupMember | None = None
+        self.clock: Callable[[], int] | None = None
         self._partition_keys = options.partition_keys()
 
+    def use_clock(self, clock: Callable[[], int]) -> None:
+        """The history's clock (ns since the test started), for the callbacks' times."""
+        self.clock = clock
+
     def teardown(self, test: Any) -> None:
-        pass
+        """Kill any consumer child still running."""
+        self.children.kill_all()
 
     def invoke(self, test: Any, op: Mapping[str, Any]) -> dict[str, Any]:
         f = op["f"]
         if f == "send":
             return {**self._send(op), "acks": self.options.acks}
+        if f == "subscribe":
+            return self._subscribe(op)
         if f == "poll":
-            return self._poll(op)
+            return self.member.poll(op) if self.member is not None else self._poll(op)
+        if f == "commit":
+            if self.member is None:
+                return completed(op, "fail", op.get("value"), error="not subscribed")
+            return self.member.commit(op)
+        if f == "committed":
+            group = op["value"]["group"]
+            return completed(op, "ok", {"group": group, "offsets": {
+                str(key): offset for key, offset in self._committed(group).items()}})
         if f == "assign":
             self._assign(list(op["value"]), bool(op.get("seek_to_beginning")))
             return completed(op, "ok", op["value"])
         if f == "crash":
+            if self.member is not None:
+                return self.member.crash(op)
             return completed(op, "info", op.get("value"))
         raise ValueError(f"unknown f {f!r} for the queue client")
+
+    def member_config(self, group: str) -> MemberConfig:
+        options = self.options
+        return MemberConfig(
+            library=self.library, bootstrap_servers=tuple(options.bootstrap_for(self.node)),
+            topic=options.topic, group=group, partition_keys=self._partition_keys,
+            commit=options.commit, session_timeout_ms=options.session_timeout_ms,
+            poll_timeout=options.poll_timeout, max_poll_records=options.max_poll_records,
+            op_timeout=options.op_timeout)
+
+    def _subscribe(self, op: Mapping[str, Any]) -> dict[str, Any]:
+        from workloads.group_member import GroupMember
+
+        if self.member is not None:
+            self.member.close()
+        self.member = GroupMember(self.children, self.member_config(op["value"]["group"]),
+                                  self.clock)
+        return self.member.subscribe(op)
+
+    def close_member(self) -> None:
+        member, self.member = self.member, None
+        if member is not None:
+            member.close()
+
+    def _committed(self, group: str) -> dict[Any, int | None]:
+        """key -> the group's committed (next) offset, None where it has none."""
+        raise NotImplementedError
 
     def _send(self, op: Mapping[str, Any]) -> dict[str, Any]:
         raise NotImplementedError

@@ -6,6 +6,11 @@ consumer works in assign mode (no group): it starts assigned to every key from t
 beginning; `assign` changes the keys, seeking to the beginning or to where this
 client last read; `poll` returns what one poll brings, by key. `crash` completes as
 `info`, so the worker closes this client and opens a fresh one as a new process.
+
+In subscribe mode the process's group consumer runs in a child process
+(`workloads.group_confluent`, through `QueueClient`); this client keeps the producer,
+opens its assign-mode consumer only when an `assign` op asks (the final drain), and
+reads a group's committed offsets with a consumer of that group that never subscribes.
 """
 
 from __future__ import annotations
@@ -43,16 +48,17 @@ SETUP_TIMEOUT = 60.0
 class ConfluentClient(QueueClient):
     """`ConfluentClient(options)` is the unopened factory value; `open` connects."""
 
+    library = "confluent"
     producer: Producer | None
     consumer: Consumer | None
 
     # -- lifecycle -----------------------------------------------------------------------
 
     def open(self, test: Any, node: str | None) -> ConfluentClient:
-        client = ConfluentClient(self.options, node)
+        client = ConfluentClient(self.options, node, self.children)
         client.producer = Producer(client._producer_config())
-        client.consumer = Consumer(client._consumer_config())
-        client._assign(list(self.options.key_partitions), seek_to_beginning=True)
+        if self.options.sub_via == "assign":
+            client._assign(list(self.options.key_partitions), seek_to_beginning=True)
         return client
 
     def _common_config(self) -> dict[str, Any]:
@@ -115,6 +121,7 @@ class ConfluentClient(QueueClient):
             time.sleep(0.2)
 
     def close(self, test: Any) -> None:
+        self.close_member()
         if self.producer is not None:
             self.producer.purge()
             self.producer.flush(0)
@@ -175,8 +182,26 @@ class ConfluentClient(QueueClient):
                          errors=", ".join(dict.fromkeys(errors)) or None)
 
     def _assign(self, keys: list[Any], seek_to_beginning: bool) -> None:
+        if self.consumer is None:
+            self.consumer = Consumer(self._consumer_config())
         starts = self.positions.assign(keys, seek_to_beginning)
         self.consumer.assign([
             TopicPartition(self.options.topic, self.options.key_partitions[key],
                            OFFSET_BEGINNING if start is None else start)
             for key, start in starts.items()])
+
+    def _committed(self, group: str) -> dict[Any, int | None]:
+        options = self.options
+        reader = Consumer({**self._common_config(), "group.id": group,
+                           "enable.auto.commit": False})
+        try:
+            found = reader.committed([TopicPartition(options.topic, partition)
+                                      for partition in options.key_partitions.values()],
+                                     timeout=options.op_timeout)
+        finally:
+            reader.close()
+        for partition in found:
+            if partition.error is not None:
+                raise KafkaException(partition.error)
+        return {self._partition_keys[p.partition]: p.offset if p.offset >= 0 else None
+                for p in found}

@@ -4,6 +4,11 @@ The same behaviour as `workloads.kafka_confluent`: one producer and one consumer
 process; a send op is one flush and offsets come from each record's metadata; the
 consumer is in assign mode, starting at the beginning of every key; `assign` seeks
 to the beginning or to where this client last read; `crash` completes as `info`.
+
+In subscribe mode the process's group consumer runs in a child process
+(`workloads.group_kafka_python`, through `QueueClient`); this client keeps the producer,
+opens its assign-mode consumer only when an `assign` op asks (the final drain), and
+reads a group's committed offsets with `KafkaAdminClient.list_group_offsets` (OffsetFetch).
 """
 
 from __future__ import annotations
@@ -40,13 +45,14 @@ def error_name(error: BaseException) -> str:
 class KafkaPythonClient(QueueClient):
     """`KafkaPythonClient(options)` is the unopened factory value; `open` connects."""
 
+    library = "kafka-python"
     producer: KafkaProducer | None
     consumer: KafkaConsumer | None
 
     # -- lifecycle -----------------------------------------------------------------------
 
     def open(self, test: Any, node: str | None) -> KafkaPythonClient:
-        client = KafkaPythonClient(self.options, node)
+        client = KafkaPythonClient(self.options, node, self.children)
         options = self.options
         servers = options.bootstrap_for(node)
         timeout_ms = max(1000, int(options.op_timeout * 800))
@@ -64,17 +70,8 @@ class KafkaPythonClient(QueueClient):
                 reconnect_backoff_max_ms=1000,
                 metadata_max_age_ms=5000,
             )
-            client.consumer = KafkaConsumer(
-                bootstrap_servers=servers,
-                group_id=None,
-                enable_auto_commit=False,
-                auto_offset_reset="earliest",
-                fetch_max_wait_ms=100,
-                max_poll_records=options.max_poll_records,
-                reconnect_backoff_max_ms=1000,
-                metadata_max_age_ms=5000,
-            )
-            client._assign(list(options.key_partitions), seek_to_beginning=True)
+            if options.sub_via == "assign":
+                client._assign(list(options.key_partitions), seek_to_beginning=True)
         except BaseException:
             client.close(test)
             raise
@@ -96,6 +93,7 @@ class KafkaPythonClient(QueueClient):
             admin.close()
 
     def close(self, test: Any) -> None:
+        self.close_member()
         if self.producer is not None:
             self.producer.close(timeout=0)
             self.producer = None
@@ -155,6 +153,17 @@ class KafkaPythonClient(QueueClient):
         return completed(op, "ok", [["poll", reads]])
 
     def _assign(self, keys: list[Any], seek_to_beginning: bool) -> None:
+        if self.consumer is None:
+            self.consumer = KafkaConsumer(
+                bootstrap_servers=self.options.bootstrap_for(self.node),
+                group_id=None,
+                enable_auto_commit=False,
+                auto_offset_reset="earliest",
+                fetch_max_wait_ms=100,
+                max_poll_records=self.options.max_poll_records,
+                reconnect_backoff_max_ms=1000,
+                metadata_max_age_ms=5000,
+            )
         starts = self.positions.assign(keys, seek_to_beginning)
         partitions = {key: TopicPartition(self.options.topic, self.options.key_partitions[key])
                       for key in keys}
@@ -165,3 +174,20 @@ class KafkaPythonClient(QueueClient):
         for key, start in starts.items():
             if start is not None:
                 self.consumer.seek(partitions[key], start)
+
+    def _committed(self, group: str) -> dict[Any, int | None]:
+        options = self.options
+        admin = KafkaAdminClient(bootstrap_servers=options.bootstrap_for(self.node),
+                                 request_timeout_ms=max(1000, int(options.op_timeout * 1000)))
+        try:
+            found = admin.list_group_offsets({group: [
+                TopicPartition(options.topic, partition)
+                for partition in options.key_partitions.values()]})[group]
+        finally:
+            admin.close()
+        offsets: dict[Any, int | None] = dict.fromkeys(options.key_partitions)
+        for partition, committed in found.items():
+            if partition.topic == options.topic and partition.partition in self._partition_keys:
+                offsets[self._partition_keys[partition.partition]] = (
+                    committed.offset if committed.offset >= 0 else None)
+        return offsets

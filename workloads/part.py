@@ -2,7 +2,12 @@
 
 A registered workload (`workloads.registry.WORKLOADS`) is a `WorkloadKind`: its options
 dataclass (fields with `help` are the user's; see `harness.options`), `build(options,
-context) -> Workload` once the db is up, and the names of the checkers it needs.
+context) -> Workload` once the db is up, and the names of the checkers it needs (by
+default, and for given options: `checkers_for`).
+
+A built workload also tells a nemesis what it may act on: its `topic`, its consumer
+`groups()` and `consumer_pids()`, the live consumer child processes (subscribe mode; a
+`pause-consumers` nemesis SIGSTOPs and SIGCONTs them).
 """
 
 from __future__ import annotations
@@ -12,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from workloads.client import Client
+from workloads.group_child import ConsumerChildren
 
 __all__ = ["Workload", "WorkloadContext", "WorkloadKind"]
 
@@ -20,7 +26,8 @@ __all__ = ["Workload", "WorkloadContext", "WorkloadKind"]
 class Workload:
     """What the runner needs: a client factory value (open it per process), the client
     generator, the final generator (drain), each key's (topic, partition), the fields it
-    adds to test.json (e.g. the producers' acks) and the per-op timeout."""
+    adds to test.json (e.g. the producers' acks) and the per-op timeout; for nemeses, the
+    topic, the consumer group ids and the registry of consumer child processes."""
 
     client: Client
     generator: Any
@@ -29,6 +36,17 @@ class Workload:
     concurrency: int
     test_fields: Mapping[str, Any] = field(default_factory=dict)
     op_timeout: float = 5.0
+    topic: str = "kchaos"
+    group_ids: tuple[str, ...] = ()
+    children: ConsumerChildren | None = None
+
+    def groups(self) -> list[str]:
+        """The consumer group ids (none in assign mode)."""
+        return list(self.group_ids)
+
+    def consumer_pids(self) -> list[int]:
+        """The pids of the live consumer child processes (none in assign mode)."""
+        return self.children.pids() if self.children is not None else []
 
 
 @dataclass(frozen=True)
@@ -47,3 +65,8 @@ class WorkloadKind:
     options: type
     build: Callable[[Any, WorkloadContext], Workload]
     checkers: tuple[str, ...]
+    checkers_of: Callable[[Any], tuple[str, ...]] | None = None
+
+    def checkers_for(self, options: Any) -> tuple[str, ...]:
+        """The checkers the workload needs with `options` (subscribe mode adds groups)."""
+        return self.checkers_of(options) if self.checkers_of is not None else self.checkers

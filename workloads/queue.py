@@ -6,6 +6,14 @@ micro-ops `["send", k, v]` with unique integer values, `poll` (`[["poll"]]`), `a
 (a random non-empty set of keys, seeking to the beginning or resuming) and, when asked
 for, `crash` (the client is closed and reopened as a new process). The generator is
 pure and seeded; the final generator drains every key from the beginning.
+
+With `sub_via="subscribe"` (kchaos issue 15, the groups history contract) consumers
+subscribe in consumer groups instead: client thread t is a member of group
+g{t mod groups}, each process runs its consumer in a child process, commits follow
+`commit` (auto, after-process, before-process), crashes close or abandon the member, and
+the final phase adds group polls, closes and `committed` reads before the drain
+(`workloads.group_ops`). The workload then also needs the `groups` checker, and exposes
+`consumer_pids()`, `groups()` and `topic` for nemeses that pause consumers.
 """
 
 from __future__ import annotations
@@ -15,17 +23,21 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from workloads import final
+from workloads import final, group_ops
 from workloads import generator as gen
 from workloads.client import Client, ClientOptions
+from workloads.group_consumer import COMMIT_MODES
 from workloads.part import Workload, WorkloadContext, WorkloadKind
 
-__all__ = ["ACKS", "CHECKERS", "CLIENTS", "KIND", "QueueOptions", "SendGenerator", "client_factory",
-           "queue_workload"]
+__all__ = ["ACKS", "CHECKERS", "CLIENTS", "COMMIT_MODES", "KIND", "QueueOptions", "SUB_VIA",
+           "SendGenerator", "checkers", "client_factory", "queue_workload"]
 
 CLIENTS = ("confluent", "kafka-python")
 ACKS = ("0", "1", "all")
+SUB_VIA = ("assign", "subscribe")
 CHECKERS = ("queue", "acks", "elections", "availability")
+GROUP_CHECKERS = (*CHECKERS, "groups")
+MIN_SESSION_TIMEOUT_MS = 1000
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -45,6 +57,16 @@ class QueueOptions:
     rate: float = field(default=100.0, metadata={"help": "ops per second over all clients"})
     op_timeout: float = field(default=5.0, metadata={"help": "per-op timeout",
                                                      "metavar": "SECONDS"})
+    sub_via: str = field(default="assign", metadata={
+        "help": "consumers assign keys, or subscribe in consumer groups", "choices": SUB_VIA})
+    groups: int = field(default=1, metadata={
+        "help": "consumer groups in subscribe mode (threads spread over g0..gN-1)"})
+    commit: str = field(default="after-process", metadata={
+        "help": "subscribe mode's offset commits: auto (enable.auto.commit), after-process "
+                "(commit op after each poll: at-least-once), before-process (commit inside "
+                "the poll, before processing: at-most-once)", "choices": COMMIT_MODES})
+    session_timeout_ms: int = field(default=6000, metadata={
+        "help": "consumer group session timeout in subscribe mode", "metavar": "MS"})
     bootstrap_servers: tuple[str, ...] = ()
     topic: str = "kchaos"
     replication_factor: int = 3
@@ -71,6 +93,29 @@ class QueueOptions:
             raise ValueError("retries and linger_ms must be >= 0")
         if self.rate <= 0 or self.op_timeout <= 0:
             raise ValueError("rate and op_timeout must be > 0")
+        self._validate_groups()
+
+    def _validate_groups(self) -> None:
+        if self.sub_via not in SUB_VIA:
+            raise ValueError(f"sub_via {self.sub_via!r} is not one of {', '.join(SUB_VIA)}: "
+                             "use assign (no group) or subscribe (consumer groups)")
+        if self.commit not in COMMIT_MODES:
+            raise ValueError(f"commit {self.commit!r} is not one of {', '.join(COMMIT_MODES)}")
+        if self.groups < 1:
+            raise ValueError(f"groups must be >= 1, got {self.groups}: set groups to the "
+                             "number of consumer groups (1 or more)")
+        if self.session_timeout_ms < MIN_SESSION_TIMEOUT_MS:
+            raise ValueError(f"session_timeout_ms must be >= {MIN_SESSION_TIMEOUT_MS}, got "
+                             f"{self.session_timeout_ms}: brokers reject shorter sessions "
+                             "(group.min.session.timeout.ms)")
+        if self.sub_via == "subscribe" and self.groups > self.concurrency:
+            raise ValueError(f"groups ({self.groups}) exceeds concurrency ({self.concurrency}): "
+                             "every group needs a consumer thread; lower groups or raise "
+                             "concurrency")
+
+    @property
+    def subscribe(self) -> bool:
+        return self.sub_via == "subscribe"
 
     def key_partitions(self) -> dict[int, int]:
         return {key: key for key in range(self.keys)}
@@ -83,7 +128,22 @@ class QueueOptions:
             key_partitions=self.key_partitions(), replication_factor=self.replication_factor,
             acks=str(self.acks), retries=retries, idempotence=self.idempotence,
             linger_ms=self.linger_ms, op_timeout=self.op_timeout,
-            poll_timeout=self.poll_timeout)
+            poll_timeout=self.poll_timeout, sub_via=self.sub_via, commit=self.commit,
+            session_timeout_ms=self.session_timeout_ms)
+
+    def test_fields(self) -> dict[str, Any]:
+        """What test.json records of these options (the checkers read them)."""
+        fields = {"acks": self.acks, "idempotence": self.idempotence,
+                  "subscribe": self.subscribe, "client": self.client}
+        if self.subscribe:
+            fields.update(sub_via=self.sub_via, commit=self.commit, groups=self.groups,
+                          session_timeout_ms=self.session_timeout_ms)
+        return fields
+
+
+def checkers(options: QueueOptions) -> tuple[str, ...]:
+    """The checkers the workload needs with `options`: subscribe mode adds `groups`."""
+    return GROUP_CHECKERS if options.subscribe else CHECKERS
 
 
 def client_factory(name: str, options: ClientOptions) -> Client:
@@ -151,26 +211,37 @@ def queue_workload(options: QueueOptions,
                    factory: Callable[[str, ClientOptions], Client] = client_factory) -> Workload:
     """The queue workload for `options`."""
     seeds = random.Random(options.seed)
-    sources = [
-        (options.send_weight, SendGenerator(options.keys, options.max_sends_per_op,
-                                            seeds.getrandbits(63))),
-        (options.poll_weight, _poll),
-        (options.assign_weight, AssignGenerator(options.keys, seeds.getrandbits(63))),
-        (options.crash_weight, _crash),
-    ]
+    send = SendGenerator(options.keys, options.max_sends_per_op, seeds.getrandbits(63))
+    assign = AssignGenerator(options.keys, seeds.getrandbits(63))
+    if options.subscribe:
+        sources = [(options.send_weight, send), (options.poll_weight, _poll),
+                   (options.crash_weight, group_ops.GroupCrash(assign.seed))]
+    else:
+        sources = [(options.send_weight, send), (options.poll_weight, _poll),
+                   (options.assign_weight, assign), (options.crash_weight, _crash)]
     chosen = [(weight, source) for weight, source in sources if weight > 0]
     ops = gen.mix([s for _, s in chosen], seeds.getrandbits(63), [w for w, _ in chosen])
     generator = gen.stagger(1.0 / options.rate, ops, seeds.getrandbits(63))
     keys = list(range(options.keys))
+    if options.subscribe:
+        generator = group_ops.GroupOps(generator, options.groups, options.commit)
+        final_generator = group_ops.final_generator(keys, options.groups, options.commit,
+                                                    options.drain_idle_polls,
+                                                    options.session_timeout_ms)
+    else:
+        final_generator = final.drain(keys, options.drain_idle_polls)
+    client = factory(options.client, options.client_options())
     return Workload(
-        client=factory(options.client, options.client_options()),
+        client=client,
         generator=generator,
-        final_generator=final.drain(keys, options.drain_idle_polls),
+        final_generator=final_generator,
         key_partitions={key: (options.topic, key) for key in keys},
         concurrency=options.concurrency,
-        test_fields={"acks": options.acks, "idempotence": options.idempotence,
-                     "subscribe": False, "client": options.client},
+        test_fields=options.test_fields(),
         op_timeout=options.op_timeout,
+        topic=options.topic,
+        group_ids=tuple(group_ops.group_names(options.groups)) if options.subscribe else (),
+        children=getattr(client, "children", None),
     )
 
 
@@ -181,4 +252,4 @@ def build(options: QueueOptions, context: WorkloadContext) -> Workload:
                                   seed=context.seed))
 
 
-KIND = WorkloadKind(QueueOptions, build, CHECKERS)
+KIND = WorkloadKind(QueueOptions, build, CHECKERS, checkers)

@@ -11,7 +11,9 @@ Client workers: a client opened per process; an exception, an invalid completion
 or a timeout (`op_timeout`) becomes `info` with an `error`; after any `info` the
 worker closes its client and the thread continues as a new process (process +
 concurrency) with a fresh client. A client that cannot be opened fails the op
-(`fail`: nothing was sent). The nemesis worker (process "nemesis") runs nemesis ops
+(`fail`: nothing was sent). A client that stamps times of its own (a consumer's
+rebalance callbacks) gets the history's clock: `client.use_clock(clock)`, when the
+opened client has that method. The nemesis worker (process "nemesis") runs nemesis ops
 through `Nemesis.invoke(test, op) -> op` and records both as `info`. `sleep` ops
 only make their thread sleep. `time_limit` bounds the whole run; ops still open
 then are left without a completion (they may or may not have happened).
@@ -272,7 +274,7 @@ class Interpreter:
                 op["type"] = "invoke"
                 if client is None:
                     try:
-                        client = self.client.open(self.test, node)
+                        client = self._open(node)
                     except Exception as error:
                         self._record(thread, op, completed(
                             op, "fail", op.get("value"),
@@ -302,6 +304,13 @@ class Interpreter:
             if client is not None:
                 self._close(client, background=False)
             executor.shutdown(wait=False)
+
+    def _open(self, node: str | None) -> Client:
+        client = self.client.open(self.test, node)
+        use_clock = getattr(client, "use_clock", None)
+        if use_clock is not None:
+            use_clock(self.clock)
+        return client
 
     def _record(self, thread: int, op: dict, done: dict, invoked: bool = False) -> None:
         if not invoked:

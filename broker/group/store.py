@@ -9,6 +9,10 @@ GroupMetadataManager maps them, so clients retry the right way.
 `load` reads a partition from its log start to its log end and replays it: the last
 record per key wins, a tombstone deletes, so the result is the same before and after
 compaction.
+
+With `ack_before_replication` (the seeded defect `kchaos.debug.ack-commit-before-replication`)
+`append` answers as soon as the leader has appended, before any follower has the batch:
+commits are acknowledged before they are durable.
 """
 
 from __future__ import annotations
@@ -88,11 +92,13 @@ class LoadedPartition:
 
 class OffsetsLog:
     def __init__(self, replicas, commit_timeout_ms: int, load_buffer_bytes: int,
-                 max_batch_bytes: int = MAX_BATCH_BYTES) -> None:
+                 max_batch_bytes: int = MAX_BATCH_BYTES,
+                 ack_before_replication: bool = False) -> None:
         self.replicas = replicas
         self.commit_timeout_ms = commit_timeout_ms
         self.max_batch_bytes = max_batch_bytes
         self.load_buffer_bytes = load_buffer_bytes
+        self.ack_before_replication = ack_before_replication
 
     def _partition(self, index: int):
         partition = self.replicas.partitions.get((OFFSETS_TOPIC, index))
@@ -106,7 +112,8 @@ class OffsetsLog:
         return partition.leader_epoch if partition is not None and partition.is_leader else None
 
     async def append(self, index: int, records: list[tuple[bytes, bytes | None]]) -> int:
-        """Append `records` as one batch and wait until it is committed; the raw error."""
+        """Append `records` as one batch and wait until it is committed (not with
+        `ack_before_replication`); the raw error."""
         batch = build_batch(records, int(time.time() * 1000))
         if len(batch) > self.max_batch_bytes:
             return ErrorCode.RECORD_LIST_TOO_LARGE
@@ -115,7 +122,7 @@ class OffsetsLog:
             result = partition.append_as_leader(batch, -1)
         except BrokerError as exc:
             return exc.code
-        if partition.high_watermark > result.last_offset:
+        if self.ack_before_replication or partition.high_watermark > result.last_offset:
             return ErrorCode.NONE
         waiter = partition.delayed_produce.add(result.last_offset + 1)
         try:

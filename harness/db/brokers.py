@@ -28,8 +28,8 @@ from harness.control import Process, Remote
 from harness.db.files import ServiceExited, last_error_line, put_text
 from harness.db.processes import ServiceProcesses
 
-__all__ = ["BrokerLauncher", "BrokerSet", "KchaosBroker", "chaos_defaults", "metadata",
-           "server_properties"]
+__all__ = ["BrokerLauncher", "BrokerSet", "KchaosBroker", "chaos_defaults", "exchange",
+           "metadata", "server_properties"]
 
 CLIENT_PORT = 9092
 CONTROL_PORT = 9093
@@ -129,12 +129,18 @@ def metadata(address: str, port: int = CLIENT_PORT, timeout: float = 2.0
     """(controller id, broker ids) as the broker at `address` answers Metadata v1."""
     request = MetadataRequest[1](topics=[])
     request.with_header(correlation_id=1, client_id="kchaos-health")
+    response = MetadataResponse.decode(exchange(address, port, request, timeout), version=1)
+    return response.controller_id, {broker.node_id for broker in response.brokers}
+
+
+def exchange(address: str, port: int, request: Any, timeout: float) -> bytes:
+    """Send one kafka-python request (its header set, a non-flexible version) and return
+    the response body (after the correlation id); OSError when the broker does not answer."""
     with socket.create_connection((address, port), timeout) as sock:
         sock.sendall(bytes(request.encode(header=True, framed=True)))
         size = struct.unpack(">i", _receive(sock, 4))[0]
         frame = _receive(sock, size)
-    response = MetadataResponse.decode(frame[4:], version=1)
-    return response.controller_id, {broker.node_id for broker in response.brokers}
+    return frame[4:]
 
 
 @dataclass

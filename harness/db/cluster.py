@@ -11,7 +11,8 @@ rewritten whenever a process starts, so `down()` in another process, even after 
 harness was SIGKILLed, removes everything.
 
 The nemesis-facing methods (`kill`, `start`, `stop`, `pause`, `resume`, `running`, with a
-`service` of "broker" or "zookeeper") are what `nemesis.targets.ClusterControl` expects.
+`service` of "broker" or "zookeeper"; `coordinator(group)`) are what
+`nemesis.targets.ClusterControl` expects.
 """
 
 from __future__ import annotations
@@ -19,6 +20,9 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
+import struct
+import tempfile
+import time
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -26,7 +30,13 @@ from typing import Any
 
 from harness.control import ProvisionError, Remote, backends
 from harness.control.runstate import default_state_root, write_json
-from harness.db.brokers import BrokerLauncher, BrokerSet, KchaosBroker
+from harness.db.brokers import CLIENT_PORT, BrokerLauncher, BrokerSet, KchaosBroker
+from harness.db.coordinator import (
+    DEFAULT_OFFSETS_PARTITIONS,
+    find_coordinator,
+    loaded_coordinator,
+    offsets_partition,
+)
 from harness.db.files import fetch
 from harness.db.launchers import launcher_from_json
 from harness.db.reaper import start_reaper
@@ -284,6 +294,43 @@ class Cluster:
         if started:
             self.save()
         return started
+
+    def coordinator(self, group: str, timeout: float = 5.0) -> str | None:
+        """The node coordinating consumer group `group`: what the running brokers answer to
+        FindCoordinator, asked until one names a broker or `timeout` passes; failing that,
+        the event logs' latest `coordinator-loaded` line for the group's offsets partition
+        (our broker writes them); None when neither says."""
+        deadline = time.monotonic() + timeout
+        while True:
+            for node in [n for n in self.brokers if self.running(n)]:
+                try:
+                    found = find_coordinator(self.remote.address(node), CLIENT_PORT, group)
+                except (OSError, ValueError, struct.error):
+                    continue
+                if found is not None and 1 <= found <= len(self.brokers):
+                    return self.broker_node(found)
+            if time.monotonic() >= deadline:
+                break
+            time.sleep(0.2)
+        return self._loaded_coordinator(group)
+
+    def _loaded_coordinator(self, group: str) -> str | None:
+        partitions = int(self.broker_set.overrides.get("offsets.topic.num.partitions",
+                                                       DEFAULT_OFFSETS_PARTITIONS))
+        found = loaded_coordinator(self._event_log_lines(), offsets_partition(group, partitions))
+        return None if found is None or not 1 <= found <= len(self.brokers) \
+            else self.broker_node(found)
+
+    def _event_log_lines(self) -> list[str]:
+        """Every line of the brokers' event logs (`*.jsonl` among their log files)."""
+        lines: list[str] = []
+        with tempfile.TemporaryDirectory(prefix="kchaos-events-") as scratch:
+            for node in self.brokers:
+                for path in self.broker_set.log_files(node):
+                    local = Path(scratch) / node / Path(path).name
+                    if path.endswith(".jsonl") and fetch(self.remote, node, path, local):
+                        lines += local.read_text(errors="replace").splitlines()
+        return lines
 
     def _service(self, service: str) -> BrokerSet | ZooKeeperEnsemble:
         if service == "broker":

@@ -4,7 +4,8 @@ A registered db (`harness.db.registry.DBS`) is a `DBKind`: its options dataclass
 `harness.options`) and `build(options, context) -> DB`. `DB.start(logs_dest)` brings the system up
 on the test's nodes and returns a `RunningDB`, a context manager whose exit takes it down.
 Extra powers (kill, pause, stop, start a service on a node; find the controller or a
-leader through ZooKeeper) are the methods `nemesis.targets.ClusterControl` names.
+leader through ZooKeeper; find a group's coordinator, `harness.db.coordinator`) are the
+methods `nemesis.targets.ClusterControl` names.
 """
 
 from __future__ import annotations

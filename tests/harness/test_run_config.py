@@ -112,6 +112,12 @@ def test_build_test_makes_the_parts_from_the_options():
     assert build_test(load_config()).seed != build_test(load_config()).seed
 
 
+def test_the_nemesis_package_outlasts_the_workloads_session_timeout():
+    assert build_test(load_config()).nemesis.consumers.session_timeout == 6.0
+    config = load_config(None, {"session_timeout_ms": 10000, "nemesis": "pause-consumers"})
+    assert build_test(config).nemesis.consumers.session_timeout == 10.0
+
+
 def test_build_test_refuses_what_the_parts_refuse():
     with pytest.raises(ConfigError, match="unknown checker meteor"):
         build_test(load_config(None, {"checker": "queue,meteor"}))

@@ -110,10 +110,12 @@ def fake_test(tmp_path: Path, events: list, **changes) -> Test:
 def test_a_run_of_fake_parts_is_stored_checked_and_reported(spark, tmp_path):
     events: list[str] = []
     out = io.StringIO()
-    outcome = run_test(fake_test(tmp_path, events), out=out)
+    test = fake_test(tmp_path, events)
+    outcome = run_test(test, out=out)
     printed = out.getvalue()
     assert outcome.exit_code == exit_codes.VALID, printed
     assert events == ["start", "logs", "down"]
+    assert test.nemesis.consumers.topic == "kchaos"  # the runner handed the workload over
     run = outcome.run_dir
     test = json.loads((run / "test.json").read_text())
     assert test["db"] == "fake" and test["workload"] == "memory" and test["seed"] == 7

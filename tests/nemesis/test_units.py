@@ -69,7 +69,9 @@ def test_expand_names_and_groups():
     issue_names = {"partition-one", "partition-halves", "partition-ring", "partition-bridge",
                    "isolate-controller", "isolate-zookeeper", "leader-from-followers",
                    "packet-loss", "kill", "kill-controller", "kill-leader", "kill-all",
-                   "restart", "pause", "pause-zookeeper", "expire-session"}
+                   "restart", "pause", "pause-zookeeper", "expire-session",
+                   "kill-coordinator", "isolate-coordinator", "pause-consumers",
+                   "add-partitions"}
     assert set(FAULTS) == issue_names
 
 

@@ -1,0 +1,190 @@
+"""Consumer-group faults: what a workload's consumers offer to nemeses, zombie members, and
+partitions added under a running group.
+
+A workload whose consumers are local child processes of the harness declares
+`ConsumerTargets` (`consumer_pids()`, `groups()`, `topic`); the harness hands the built
+workload to the package (`Consumers.attach`), which every nemesis of the package shares.
+Until then, or when the workload declares nothing, the faults below and the coordinator
+faults are logged no-ops: an info op whose value is `{"skipped": reason}`.
+
+`start-pause-consumers` SIGSTOPs consumer processes ("one", or "some": a random non-empty
+subset) and `stop-pause-consumers` SIGCONTs them, never earlier than the group session
+timeout plus `PAUSE_MARGIN` after the pause (the package schedules it no earlier, too): the
+paused members become zombies the coordinator expels.
+`add-partitions` grows the workload's topic by 1 or 2 partitions (CreatePartitions through
+confluent-kafka's AdminClient), at most `MAX_ADDITIONS` times a run.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import signal
+import time
+from collections.abc import Callable
+from typing import Protocol, runtime_checkable
+
+from confluent_kafka.admin import AdminClient, NewPartitions
+
+from nemesis.targets import ClusterControl
+
+__all__ = [
+    "DEFAULT_SESSION_TIMEOUT",
+    "MAX_ADDITIONS",
+    "NO_GROUPS",
+    "PAUSE_MARGIN",
+    "AddPartitionsNemesis",
+    "ConsumerTargets",
+    "Consumers",
+    "PauseConsumersNemesis",
+    "create_partitions",
+    "skipped",
+]
+
+DEFAULT_SESSION_TIMEOUT = 6.0
+PAUSE_MARGIN = 2.0
+MAX_ADDITIONS = 3
+ADMIN_TIMEOUT = 15.0
+NO_GROUPS = "the workload has no consumer groups"
+NO_PROCESSES = "the workload has no consumer processes (assign mode)"
+NO_TOPIC = "the workload declares no topic"
+
+
+@runtime_checkable
+class ConsumerTargets(Protocol):
+    """What a workload offers to consumer-group faults."""
+
+    topic: str
+
+    def consumer_pids(self) -> list[int]:
+        """The local pids of its consumer processes now (empty in assign mode)."""
+
+    def groups(self) -> list[str]:
+        """The consumer group ids of the run."""
+
+
+class Consumers:
+    """The run's consumer targets, shared by a package's nemeses: none until `attach`."""
+
+    def __init__(self, session_timeout: float = DEFAULT_SESSION_TIMEOUT) -> None:
+        self.session_timeout = session_timeout
+        self.targets: ConsumerTargets | None = None
+
+    def attach(self, workload: object) -> None:
+        """Take `workload`'s consumers if it declares `ConsumerTargets`, else none."""
+        self.targets = workload if isinstance(workload, ConsumerTargets) else None
+
+    def pids(self) -> list[int]:
+        return list(self.targets.consumer_pids()) if self.targets is not None else []
+
+    def groups(self) -> list[str]:
+        return list(self.targets.groups()) if self.targets is not None else []
+
+    @property
+    def topic(self) -> str | None:
+        return self.targets.topic if self.targets is not None else None
+
+
+def skipped(op: dict, reason: str) -> dict:
+    """The op completed as a logged no-op, saying why."""
+    return {**op, "type": "info", "value": {"skipped": reason}}
+
+
+def _signal(pid: int, sig: signal.Signals) -> bool:
+    try:
+        os.kill(pid, sig)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+class PauseConsumersNemesis:
+    """`start-pause-consumers` (SIGSTOP "one" or "some" consumer processes) and
+    `stop-pause-consumers` (SIGCONT them once the session timeout + 2 s has passed)."""
+
+    fs = frozenset({"start-pause-consumers", "stop-pause-consumers"})
+
+    def __init__(self, consumers: Consumers, rng: random.Random) -> None:
+        self.consumers = consumers
+        self.rng = rng
+        self.paused: list[int] = []
+        self.until = 0.0  # time.monotonic() before which the paused stay paused
+
+    @property
+    def hold(self) -> float:
+        return self.consumers.session_timeout + PAUSE_MARGIN
+
+    def setup(self, cluster: ClusterControl) -> None:
+        pass
+
+    def teardown(self, cluster: ClusterControl) -> None:
+        self._resume()
+
+    def invoke(self, cluster: ClusterControl, op: dict) -> dict:
+        if op["f"] == "stop-pause-consumers":
+            if not self.paused:
+                return {**op, "type": "info", "value": "not-started"}
+            time.sleep(max(0.0, self.until - time.monotonic()))
+            return {**op, "type": "info", "value": {"resumed": self._resume()}}
+        pids = sorted(set(self.consumers.pids()) - set(self.paused))
+        if not pids:
+            return skipped(op, NO_PROCESSES)
+        chosen = self._choose(pids, op.get("value") or "one")
+        stopped = [pid for pid in chosen if _signal(pid, signal.SIGSTOP)]
+        self.paused += stopped
+        self.until = time.monotonic() + self.hold
+        return {**op, "type": "info", "value": {"paused": stopped, "seconds": self.hold}}
+
+    def _choose(self, pids: list[int], spec: str) -> list[int]:
+        if spec == "one":
+            return [self.rng.choice(pids)]
+        if spec == "some":
+            return sorted(self.rng.sample(pids, self.rng.randint(1, len(pids))))
+        raise ValueError(f"unknown consumer target {spec!r}: one or some")
+
+    def _resume(self) -> list[int]:
+        resumed = [pid for pid in self.paused if _signal(pid, signal.SIGCONT)]
+        self.paused = []
+        return resumed
+
+
+def create_partitions(bootstrap_servers: str, topic: str, more: int) -> tuple[int, int]:
+    """Grow `topic` by `more` partitions (CreatePartitions); (count before, count after)."""
+    admin = AdminClient({"bootstrap.servers": bootstrap_servers})
+    metadata = admin.list_topics(topic, timeout=ADMIN_TIMEOUT).topics[topic]
+    if metadata.error is not None:
+        raise RuntimeError(f"topic {topic!r}: {metadata.error}")
+    before = len(metadata.partitions)
+    futures = admin.create_partitions([NewPartitions(topic, before + more)],
+                                      operation_timeout=ADMIN_TIMEOUT)
+    futures[topic].result(timeout=ADMIN_TIMEOUT)
+    return before, before + more
+
+
+class AddPartitionsNemesis:
+    """`add-partitions` with value 1 or 2: that many more partitions of the workload's
+    topic, at most `MAX_ADDITIONS` times a run (then a logged no-op)."""
+
+    fs = frozenset({"add-partitions"})
+
+    def __init__(self, consumers: Consumers,
+                 grow: Callable[[str, str, int], tuple[int, int]] = create_partitions) -> None:
+        self.consumers = consumers
+        self.grow = grow
+        self.additions = 0
+
+    def setup(self, cluster: ClusterControl) -> None:
+        pass
+
+    def teardown(self, cluster: ClusterControl) -> None:
+        pass
+
+    def invoke(self, cluster: ClusterControl, op: dict) -> dict:
+        topic = self.consumers.topic
+        if not topic:
+            return skipped(op, NO_TOPIC)
+        if self.additions >= MAX_ADDITIONS:
+            return skipped(op, f"partitions were added {MAX_ADDITIONS} times already")
+        self.additions += 1
+        before, after = self.grow(cluster.bootstrap_servers, topic, int(op.get("value") or 1))
+        return {**op, "type": "info", "value": {"topic": topic, "partitions": [before, after]}}

@@ -1,0 +1,201 @@
+"""The parent's side of a consumer child process (`workloads.group_consumer`).
+
+`ConsumerChild` starts `python -m workloads.group_consumer`, writes its configuration,
+and sends requests with increasing ids; a reader thread hands each reply to the request
+waiting for its id, so a request that timed out (its child SIGSTOPped, say) can never
+take the answer of a later one. A request that gets no reply in its timeout raises
+`TimeoutError`; a child that exited raises `ChildGone`; a reply with an error raises
+`MemberError` (which keeps the callback events of that reply). The child's stderr goes to
+the client logger (`kchaos.clients.group`).
+
+`ConsumerChildren` is the registry one workload's clients share: it starts children,
+lists the live ones (`pids()`, what a nemesis may SIGSTOP), forgets a child once its
+client lets it go, and kills whatever is left at teardown.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import queue
+import signal
+import subprocess
+import sys
+import threading
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from workloads.group_consumer import MemberConfig
+
+__all__ = ["ChildGone", "ConsumerChild", "ConsumerChildren", "MemberError"]
+
+log = logging.getLogger("kchaos.clients.group")
+PROJECT_ROOT = Path(__file__).resolve().parent.parent
+REAP_SECONDS = 5.0
+
+
+class ChildGone(Exception):
+    """The consumer child exited (or was killed) before answering."""
+
+
+class MemberError(Exception):
+    """The child answered a request with an error."""
+
+    def __init__(self, message: str, events: list[dict[str, Any]]) -> None:
+        super().__init__(message)
+        self.events = events
+
+
+def _environment() -> dict[str, str]:
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(
+        part for part in (str(PROJECT_ROOT), env.get("PYTHONPATH", "")) if part)
+    return env
+
+
+class ConsumerChild:
+    """One running member process; see the module docstring."""
+
+    def __init__(self, config: MemberConfig) -> None:
+        self.config = config
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "workloads.group_consumer"], stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, bufsize=1,
+            env=_environment(), cwd=PROJECT_ROOT)
+        self._waiting: dict[int, queue.Queue] = {}
+        self._lock = threading.Lock()
+        self._next_id = 0
+        self._gone = False
+        threading.Thread(target=self._read_replies, name=f"child-{self.pid}",
+                         daemon=True).start()
+        threading.Thread(target=self._read_stderr, name=f"child-{self.pid}-err",
+                         daemon=True).start()
+        self._write(config.to_json())
+
+    @property
+    def pid(self) -> int:
+        return self.process.pid
+
+    @property
+    def alive(self) -> bool:
+        return self.process.poll() is None
+
+    def _write(self, message: Mapping[str, Any]) -> None:
+        try:
+            self.process.stdin.write(json.dumps(message) + "\n")
+            self.process.stdin.flush()
+        except (BrokenPipeError, ValueError, OSError) as error:
+            raise self._gone_error() from error
+
+    def _gone_error(self) -> ChildGone:
+        code = self.process.poll()
+        return ChildGone(f"consumer child {self.pid} exited"
+                         + (f" with code {code}" if code is not None else ""))
+
+    def _read_replies(self) -> None:
+        for line in self.process.stdout:
+            try:
+                reply = json.loads(line)
+            except json.JSONDecodeError:
+                log.info("consumer %s printed: %s", self.pid, line.rstrip())
+                continue
+            with self._lock:
+                waiting = self._waiting.pop(reply.get("id"), None)
+            if waiting is not None:
+                waiting.put(reply)
+        with self._lock:
+            self._gone = True
+            waiting_now, self._waiting = list(self._waiting.values()), {}
+        for waiting in waiting_now:
+            waiting.put(None)
+
+    def _read_stderr(self) -> None:
+        for line in self.process.stderr:
+            log.info("consumer %s (%s): %s", self.pid, self.config.group, line.rstrip())
+
+    def request(self, op: str, timeout: float, **fields: Any) -> dict[str, Any]:
+        """The child's reply to one request: {"result": ..., "events": [...]}."""
+        answer: queue.Queue = queue.Queue(1)
+        with self._lock:
+            if self._gone:
+                raise self._gone_error()
+            self._next_id += 1
+            ident = self._next_id
+            self._waiting[ident] = answer
+        self._write({"id": ident, "op": op, **fields})
+        try:
+            reply = answer.get(timeout=timeout)
+        except queue.Empty:
+            with self._lock:
+                self._waiting.pop(ident, None)
+            raise TimeoutError(f"consumer child {self.pid}: no answer to {op} in {timeout} s"
+                               ) from None
+        if reply is None:
+            raise self._gone_error()
+        if "error" in reply:
+            raise MemberError(reply["error"], reply.get("events") or [])
+        return reply
+
+    def kill(self) -> None:
+        """SIGKILL (a stopped child too) and reap."""
+        if self.alive:
+            try:
+                os.kill(self.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        self._reap()
+
+    def _reap(self) -> None:
+        try:
+            self.process.wait(REAP_SECONDS)
+        except subprocess.TimeoutExpired:
+            log.warning("consumer child %s did not exit", self.pid)
+        for stream in (self.process.stdin, self.process.stdout, self.process.stderr):
+            try:
+                stream.close()
+            except (OSError, ValueError):
+                pass
+
+    def close(self, timeout: float) -> dict[str, Any] | None:
+        """Close the member (it leaves its group), killing the child if that takes longer
+        than `timeout` or fails; the close's reply, or None."""
+        reply = None
+        try:
+            reply = self.request("close", timeout)
+        except (TimeoutError, ChildGone, MemberError) as error:
+            log.info("consumer child %s: close: %s; killing it", self.pid, error)
+            self.kill()
+            return None
+        self._reap()
+        return reply
+
+
+class ConsumerChildren:
+    """The consumer children of one workload (shared by all its clients)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._live: dict[int, ConsumerChild] = {}
+
+    def start(self, config: MemberConfig) -> ConsumerChild:
+        child = ConsumerChild(config)
+        with self._lock:
+            self._live[child.pid] = child
+        return child
+
+    def release(self, child: ConsumerChild) -> None:
+        """The child's client lets it go (it is being closed or killed)."""
+        with self._lock:
+            self._live.pop(child.pid, None)
+
+    def pids(self) -> list[int]:
+        with self._lock:
+            return sorted(pid for pid, child in self._live.items() if child.alive)
+
+    def kill_all(self) -> None:
+        with self._lock:
+            children, self._live = list(self._live.values()), {}
+        for child in children:
+            child.kill()
