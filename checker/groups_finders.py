@@ -100,6 +100,24 @@ def _polling_windows(group: Group) -> list[tuple[int, int]]:
     return [(start, end) for start, end in merged]
 
 
+def _without(windows: Sequence[tuple[int, int]],
+             holes: Sequence[tuple[int, int]]) -> list[tuple[int, int]]:
+    """The merged `windows` minus the time covered by any of `holes`."""
+    result = list(windows)
+    for low, high in holes:
+        cut: list[tuple[int, int]] = []
+        for start, end in result:
+            if end <= low or start >= high:
+                cut.append((start, end))
+                continue
+            if start < low:
+                cut.append((start, low))
+            if end > high:
+                cut.append((high, end))
+        result = cut
+    return result
+
+
 def _covered(windows: Sequence[tuple[int, int]], starts: Sequence[int], low: int,
              high: int) -> int:
     """Nanoseconds of [low, high) inside the merged windows."""
@@ -136,11 +154,13 @@ def _unowned(items: Sequence[Ownership], begin: int, finish: int,
 
 
 def orphaned_partitions(group: Group, keys: Iterable[Key], bound_ns: int,
-                        history_end: int) -> list[dict[str, Any]]:
+                        history_end: int, faults: Sequence[tuple[int, int]] = ()
+                        ) -> list[dict[str, Any]]:
     """Keys nobody owns for longer than the bound, counted while members are live and
-    polling, after the group's first assignment."""
+    polling and no fault (a [start, end) period) is in force, after the group's first
+    assignment."""
     assigned = [e.time for e in group.entries if e.assigned]
-    windows = _polling_windows(group)
+    windows = _without(_polling_windows(group), faults)
     if not assigned or not windows:
         return []
     begin, finish = min(assigned), windows[-1][1]
@@ -161,7 +181,7 @@ def orphaned_partitions(group: Group, keys: Iterable[Key], bound_ns: int,
                               "previous-owner": None if opened is None else opened.process,
                               "next-owner": None if closed is None else closed.process,
                               "why": f"no live member owned key {key!r} for "
-                                     f"{seconds(unowned)} s of polling"})
+                                     f"{seconds(unowned)} s of polling without faults"})
     return found
 
 

@@ -120,15 +120,20 @@ def test_near_miss_revoke_then_assign_and_a_crashed_owner():
 
 # --- orphaned-partition ------------------------------------------------------------------------
 
-def orphan_history(reassigned_at: float) -> GroupBuilder:
+def orphan_history(reassigned_at: float, fault: tuple[float, float] | None = None
+                   ) -> GroupBuilder:
     """p1 owns keys 0 and 1 from 1 s, loses key 1 at 2 s; p2 gets key 1 at `reassigned_at`;
-    p1 polls every second until 30 s."""
+    p1 polls every second until 40 s; a nemesis fault in force over `fault` (seconds)."""
     b = GroupBuilder()
     b.send("w", 1, 100, 0)
     b.at(1).subscribe(1, [b.entry([0, 1], 1, "m1")])
     b.at(2).poll(1, rebalances=[b.entry([1], 1, "m1", revoke=True, lost=True)])
-    for second in range(3, 31):
+    for second in range(3, 41):
         b.at(second)
+        if fault is not None and second == fault[0]:
+            b.nemesis("start-partition", "majority")
+        if fault is not None and second == fault[1]:
+            b.nemesis("stop-partition", None)
         if second == int(reassigned_at):
             b.subscribe(2, [b.entry([1], 2, "m2", at=reassigned_at)])
         b.poll(1, {0: []})
@@ -136,21 +141,28 @@ def orphan_history(reassigned_at: float) -> GroupBuilder:
 
 
 def test_orphaned_partition_nobody_owns_a_key_past_the_bound():
-    result = check(orphan_history(reassigned_at=20), {**AFTER, "session_timeout_ms": 6000})
+    result = check(orphan_history(reassigned_at=28), {**AFTER, "session_timeout_ms": 6000})
     assert kinds(result).get("orphaned-partition") == 1
     found = witness(result, "orphaned-partition")
-    assert found["key"] == 1 and found["bound-s"] == 11.0
+    assert found["key"] == 1 and found["bound-s"] == 20.0
     assert found["unowned-s"][0] == pytest.approx(2.0, abs=0.01)
-    assert found["unowned-s"][1] == 20.0 and found["seconds"] == pytest.approx(18, abs=0.01)
+    assert found["unowned-s"][1] == 28.0 and found["seconds"] == pytest.approx(26, abs=0.01)
     assert found["previous-owner"] == 1 and found["next-owner"] == 2
     assert len(found["ops"]) == 2
 
 
 def test_near_miss_orphan_shorter_than_the_bound():
-    result = check(orphan_history(reassigned_at=12), {**AFTER, "session_timeout_ms": 6000})
+    result = check(orphan_history(reassigned_at=20), {**AFTER, "session_timeout_ms": 6000})
     assert "orphaned-partition" not in result.anomalies
-    relaxed = check(orphan_history(reassigned_at=20), {**AFTER, "orphan_bound_s": 30})
+    relaxed = check(orphan_history(reassigned_at=28), {**AFTER, "orphan_bound_s": 30})
     assert "orphaned-partition" not in relaxed.anomalies
+
+
+def test_time_under_a_fault_does_not_count_towards_an_orphan():
+    stalled = check(orphan_history(reassigned_at=28, fault=(5, 15)), AFTER)
+    assert "orphaned-partition" not in stalled.anomalies
+    longer = check(orphan_history(reassigned_at=36, fault=(5, 15)), AFTER)
+    assert witness(longer, "orphaned-partition")["seconds"] == pytest.approx(24, abs=0.01)
 
 
 def test_near_miss_no_orphan_while_no_member_polls():
