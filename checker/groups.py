@@ -55,6 +55,10 @@ Anomalies (each witness names its ops by index, the group, key, members, generat
 - `double-delivery` (at-most-once): a record (key, offset, value) delivered to the group
   more than once.
 
+Witnesses of `commit-rewind`, `resume-rewind` and `resume-skip` list the coordinator
+faults of their group (`kill-coordinator`, `isolate-coordinator`) that began between their
+first and last op (`coordinator-faults`): the coordinator change the rewind followed.
+
 Allowed and counted instead: duplicates at at-least-once (each extra delivery charged to
 the key's nearest preceding assignment: `duplicates_by_rebalance`), loss at at-most-once
 (`lost`).
@@ -123,6 +127,33 @@ def orphan_bound_ns(test: Mapping[str, Any], opts: Mapping[str, Any]) -> int:
     return int(float(bound) * 1e9)
 
 
+REWINDS = ("commit-rewind", "resume-rewind", "resume-skip")
+
+
+def attribute_coordinator_faults(found: Mapping[str, list[dict[str, Any]]],
+                                 history: Sequence[Op]) -> None:
+    """Name in each rewind or skip witness the faults aimed at its group's coordinator
+    (nemesis ops whose value names the group: kill-coordinator, isolate-coordinator) that
+    began between its first and last op: the coordinator change it followed."""
+    faults = [op for op in history
+              if op.process == "nemesis" and op.type != "invoke" and isinstance(op.value, dict)
+              and "group" in op.value]
+    if not faults:
+        return
+    times = {op.index: op.time for op in history}
+    for kind in REWINDS:
+        for witness in found.get(kind, ()):
+            ops = [times[i] for i in witness.get("ops", ()) if i in times]
+            if not ops:
+                continue
+            low, high = min(ops), max(ops)
+            witness["coordinator-faults"] = [
+                {"op": op.index, "f": op.f, "time-s": round(op.time / 1e9, 3),
+                 "target": {k: v for k, v in op.value.items() if k != "group"}}
+                for op in faults
+                if op.value["group"] == witness.get("group") and low <= op.time <= high]
+
+
 def _sorted(witnesses: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
     return sorted(witnesses, key=lambda w: (w["ops"], repr(w.get("key"))))
 
@@ -154,6 +185,7 @@ class GroupsChecker:
                      for name, group in sorted(groups.groups.items())}
         stats.update(_totals(per_group, promise))
         stats["groups"] = per_group
+        attribute_coordinator_faults(found, history)
         anomalies: dict[str, Anomaly] = {kind: condense(_sorted(witnesses))
                                          for kind, witnesses in found.items() if witnesses}
         tolerated = {"undelivered"} if test.get("final_reads") is False else set()
