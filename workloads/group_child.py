@@ -1,6 +1,8 @@
 """The parent's side of a consumer child process (`workloads.group_consumer`).
 
-`ConsumerChild` starts `python -m workloads.group_consumer`, writes its configuration,
+`ConsumerChild` starts a Python running `workloads.group_consumer.main` (imported, not run
+with `-m`: the package imports that module first, and runpy would warn of the double
+import on every start), writes its configuration,
 and sends requests with increasing ids; a reader thread hands each reply to the request
 waiting for its id, so a request that timed out (its child SIGSTOPped, say) can never
 take the answer of a later one. A request that gets no reply in its timeout raises
@@ -55,13 +57,16 @@ def _environment() -> dict[str, str]:
     return env
 
 
+CHILD_MAIN = "from workloads.group_consumer import main; main()"
+
+
 class ConsumerChild:
     """One running member process; see the module docstring."""
 
     def __init__(self, config: MemberConfig) -> None:
         self.config = config
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "workloads.group_consumer"], stdin=subprocess.PIPE,
+            [sys.executable, "-c", CHILD_MAIN], stdin=subprocess.PIPE,
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, bufsize=1,
             env=_environment(), cwd=PROJECT_ROOT)
         self._waiting: dict[int, queue.Queue] = {}
