@@ -23,6 +23,7 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 
 from workloads.client import LIBRDKAFKA_LOGGER
 from workloads.group_consumer import CommitResult, EventLog, MemberConfig, Reads
+from workloads.kafka_confluent import poll_records
 
 __all__ = ["COMMIT_REJECTIONS", "ConfluentMember"]
 
@@ -82,22 +83,8 @@ class ConfluentMember:
                                 on_revoke=self._revoked, on_lost=self._lost)
 
     def fetch(self) -> tuple[Reads, list[str]]:
-        first = self.consumer.poll(self.config.poll_timeout)
-        messages = []
-        if first is not None:
-            messages = [first, *self.consumer.consume(self.config.max_poll_records - 1, 0)]
-        reads: Reads = {}
-        errors = []
-        for message in messages:
-            error = message.error()
-            if error is not None:
-                if error.fatal():
-                    raise KafkaException(error)
-                errors.append(error.name())
-                continue
-            key = self.config.partition_keys[message.partition()]
-            reads.setdefault(key, []).append([message.offset(), int(message.value())])
-        return reads, errors
+        return poll_records(self.consumer, self.config.poll_timeout,
+                            self.config.max_poll_records, self.config.partition_keys)
 
     def commit(self, offsets: Mapping[Any, int]) -> CommitResult:
         partitions = self.config.key_partitions

@@ -162,22 +162,11 @@ class ConfluentClient(QueueClient):
 
     def _poll(self, op: Mapping[str, Any]) -> dict[str, Any]:
         options = self.options
-        first = self.consumer.poll(options.poll_timeout)
-        messages = []
-        if first is not None:
-            messages = [first, *self.consumer.consume(options.max_poll_records - 1, 0)]
-        reads: dict[Any, list[list[int]]] = {}
-        errors = []
-        for message in messages:
-            error = message.error()
-            if error is not None:
-                if error.fatal():
-                    raise KafkaException(error)
-                errors.append(error.name())
-                continue
-            key = self._partition_keys[message.partition()]
-            reads.setdefault(key, []).append([message.offset(), int(message.value())])
-            self.positions.read(key, message.offset())
+        reads, errors = poll_records(self.consumer, options.poll_timeout,
+                                     options.max_poll_records, self._partition_keys)
+        for key, pairs in reads.items():
+            for offset, _ in pairs:
+                self.positions.read(key, offset)
         return completed(op, "ok", [["poll", reads]],
                          errors=", ".join(dict.fromkeys(errors)) or None)
 
@@ -205,3 +194,23 @@ class ConfluentClient(QueueClient):
                 raise KafkaException(partition.error)
         return {self._partition_keys[p.partition]: p.offset if p.offset >= 0 else None
                 for p in found}
+
+
+def poll_records(consumer: Consumer, timeout: float, max_records: int,
+                 partition_keys: Mapping[int, Any]) -> tuple[dict[Any, list[list[int]]], list[str]]:
+    """One poll of up to `max_records`: key -> [[offset, value], ...] in order, and the
+    names of the non-fatal errors it returned (a fatal one raises)."""
+    first = consumer.poll(timeout)
+    messages = [first, *consumer.consume(max_records - 1, 0)] if first is not None else []
+    reads: dict[Any, list[list[int]]] = {}
+    errors = []
+    for message in messages:
+        error = message.error()
+        if error is not None:
+            if error.fatal():
+                raise KafkaException(error)
+            errors.append(error.name())
+            continue
+        key = partition_keys[message.partition()]
+        reads.setdefault(key, []).append([message.offset(), int(message.value())])
+    return reads, errors
