@@ -56,8 +56,9 @@ Anomalies (each witness names its ops by index, the group, key, members, generat
   more than once.
 
 Witnesses of `commit-rewind`, `resume-rewind` and `resume-skip` list the coordinator
-faults of their group (`kill-coordinator`, `isolate-coordinator`) that began between their
-first and last op (`coordinator-faults`): the coordinator change the rewind followed.
+faults of their group (`kill-coordinator`, `isolate-coordinator`) in force at some time
+between their first and last op (`coordinator-faults`): the coordinator change the rewind
+followed.
 
 Allowed and counted instead: duplicates at at-least-once (each extra delivery charged to
 the key's nearest preceding assignment: `duplicates_by_rebalance`), loss at at-most-once
@@ -133,12 +134,13 @@ REWINDS = ("commit-rewind", "resume-rewind", "resume-skip")
 def attribute_coordinator_faults(found: Mapping[str, list[dict[str, Any]]],
                                  history: Sequence[Op]) -> None:
     """Name in each rewind or skip witness the faults aimed at its group's coordinator
-    (nemesis ops whose value names the group: kill-coordinator, isolate-coordinator) that
-    began between its first and last op: the coordinator change it followed."""
-    faults = [op for op in history
-              if op.process == "nemesis" and op.type != "invoke" and isinstance(op.value, dict)
-              and "group" in op.value]
-    if not faults:
+    (nemesis faults whose value names the group: kill-coordinator, isolate-coordinator)
+    in force at some time between its first and last op: the coordinator change it
+    followed (a commit an isolated coordinator acknowledged is lost when another takes
+    over, so the fault may begin before the commit)."""
+    periods = [p for p in nemesis_periods(list(history))
+               if isinstance(p.value, dict) and "group" in p.value]
+    if not periods:
         return
     times = {op.index: op.time for op in history}
     for kind in REWINDS:
@@ -148,10 +150,12 @@ def attribute_coordinator_faults(found: Mapping[str, list[dict[str, Any]]],
                 continue
             low, high = min(ops), max(ops)
             witness["coordinator-faults"] = [
-                {"op": op.index, "f": op.f, "time-s": round(op.time / 1e9, 3),
-                 "target": {k: v for k, v in op.value.items() if k != "group"}}
-                for op in faults
-                if op.value["group"] == witness.get("group") and low <= op.time <= high]
+                {"op": p.ops[0], "f": p.f, "from-s": round(p.start / 1e9, 3),
+                 "to-s": None if p.end is None else round(p.end / 1e9, 3),
+                 "target": {k: v for k, v in p.value.items() if k != "group"}}
+                for p in periods
+                if p.value["group"] == witness.get("group") and p.start <= high
+                and (p.end is None or p.end >= low)]
 
 
 def _sorted(witnesses: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -241,19 +241,22 @@ def test_commit_rewind_a_later_commit_below_an_earlier_one():
     assert found["ops"] == [first, second] and found["offsets"] == [5, 3]
 
 
-def test_a_rewind_names_the_coordinator_fault_it_followed():
+def test_a_rewind_names_the_coordinator_fault_in_force_during_it():
     b = GroupBuilder()
     produced(b, 0, list(range(10, 16)))
     b.subscribe(1, [b.entry([0], 1, "m1")])
+    b.nemesis("kill", {"n9": "killed"})
+    b.nemesis("start", {"n9": "started"})
+    isolated = b.nemesis("start-partition", {"group": "g0", "n2": ["n1", "n3"]})
+    b.nemesis("kill", {"group": "other", "n3": "killed"})
     b.poll(1, {0: [(o, 10 + o) for o in range(6)]})
     b.commit(1, {0: 5})
-    b.nemesis("kill", {"n9": "killed"})
-    kill = b.nemesis("kill", {"group": "g0", "n2": "killed"})
-    b.nemesis("kill", {"group": "other", "n3": "killed"})
+    b.nemesis("stop-partition", None)
     b.commit(1, {0: 3})
+    b.nemesis("kill", {"group": "g0", "n4": "killed"})
     faults = witness(check(b), "commit-rewind")["coordinator-faults"]
-    assert [(f["op"], f["f"], f["target"]) for f in faults] == [(kill, "kill",
-                                                                 {"n2": "killed"})]
+    assert [(f["op"], f["f"], f["target"]) for f in faults] == [
+        (isolated, "start-partition", {"n2": ["n1", "n3"]})]
 
 
 def test_near_miss_overlapping_commits_may_complete_in_any_order():
