@@ -138,8 +138,7 @@ def attribute_coordinator_faults(found: Mapping[str, list[dict[str, Any]]],
     in force at some time between its first and last op: the coordinator change it
     followed (a commit an isolated coordinator acknowledged is lost when another takes
     over, so the fault may begin before the commit)."""
-    periods = [p for p in nemesis_periods(list(history))
-               if isinstance(p.value, dict) and "group" in p.value]
+    periods = _coordinator_fault_periods(history)
     if not periods:
         return
     times = {op.index: op.time for op in history}
@@ -150,12 +149,29 @@ def attribute_coordinator_faults(found: Mapping[str, list[dict[str, Any]]],
                 continue
             low, high = min(ops), max(ops)
             witness["coordinator-faults"] = [
-                {"op": p.ops[0], "f": p.f, "from-s": round(p.start / 1e9, 3),
-                 "to-s": None if p.end is None else round(p.end / 1e9, 3),
-                 "target": {k: v for k, v in p.value.items() if k != "group"}}
-                for p in periods
-                if p.value["group"] == witness.get("group") and p.start <= high
-                and (p.end is None or p.end >= low)]
+                {"op": op.index, "f": op.f, "from-s": round(start / 1e9, 3),
+                 "to-s": None if end is None else round(end / 1e9, 3),
+                 "target": {k: v for k, v in op.value.items() if k != "group"}}
+                for op, start, end in periods
+                if op.value["group"] == witness.get("group") and start <= high
+                and (end is None or end >= low)]
+
+
+def _coordinator_fault_periods(history: Sequence[Op]) -> list[tuple[Op, int, int | None]]:
+    """(the nemesis op naming a group, its time, end) of each coordinator fault: it ends
+    when the latest period of `nemesis_periods` its op falls in ends (its heal), or at
+    once if none does."""
+    periods = nemesis_periods(list(history))
+    found = []
+    for op in history:
+        if op.process != "nemesis" or op.type == "invoke" or not (
+                isinstance(op.value, dict) and "group" in op.value):
+            continue
+        period = max((p for p in periods if p.f == op.f and p.start <= op.time
+                      and (p.end is None or op.time <= p.end)),
+                     key=lambda p: p.start, default=None)
+        found.append((op, op.time, op.time if period is None else period.end))
+    return found
 
 
 def _sorted(witnesses: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
