@@ -19,8 +19,10 @@ Anomalies (each witness names its ops by index, the group, key, members, generat
   k while member A's ownership of k (assigned ... revoked / lost / end of its process /
   end of the history) has not ended, unless A's revocation (or loss) carries the very
   generation that assigned k to B (one rebalance, its callbacks reported out of order).
-  An unknown (null) generation on either side never excuses. Witness: both members,
-  the generations, the overlap [from, to] in seconds.
+  An unknown (null) generation on either side never excuses. An ownership the client
+  ended as lost (a zombie: removed while it could not tell, e.g. paused past its session
+  timeout) splits nothing: the coordinator had already given the key away. Witness: both
+  members, the generations, the overlap [from, to] in seconds.
 - `orphaned-partition`: after the group's first assignment, a key (of the sends and polls,
   or opts["keys"]) that no member owns for longer than `orphan_bound_s`, time counted only
   while some member is live and polling (between its first and last ok poll) and no fault

@@ -53,12 +53,16 @@ def _same_rebalance(earlier: Ownership, later: Ownership) -> bool:
 # --- split-assignment --------------------------------------------------------------------------
 
 def split_assignments(group: Group, history_end: int) -> list[dict[str, Any]]:
-    """Two members owning a key over a common time, not excused by one rebalance."""
+    """Two members owning a key over a common time, not excused by one rebalance. An
+    ownership its client ended as lost is a zombie's (removed from the group while it
+    could not tell, e.g. paused past its session timeout): the coordinator had given the
+    key away already, so it splits nothing."""
     found = []
     for key, items in _by_key(group.ownerships).items():
         active: list[Ownership] = []
         for later in items:
-            active = [o for o in active if _end(o, history_end) > later.start]
+            active = [o for o in active if _end(o, history_end) > later.start
+                      and o.end_reason != "lost"]
             for earlier in active:
                 if earlier.process != later.process and not _same_rebalance(earlier, later):
                     found.append(_split_witness(group, key, earlier, later, history_end))

@@ -77,12 +77,15 @@ def test_mode_is_inferred_when_not_given():
 
 # --- split-assignment --------------------------------------------------------------------------
 
-def split_history(revoke_generation: int | None, assign_generation: int | None) -> GroupBuilder:
-    """p1 owns key 0 from generation 1; p2 is assigned it at 2 s; p1 revokes it at 3 s."""
+def split_history(revoke_generation: int | None, assign_generation: int | None,
+                  lost: bool = False) -> GroupBuilder:
+    """p1 owns key 0 from generation 1; p2 is assigned it at 2 s; p1 revokes it at 3 s
+    (or finds it lost then: a zombie)."""
     b = GroupBuilder()
     b.subscribe(1, [b.entry([0], 1, "m1", at=0.5)])
     b.at(2).subscribe(2, [b.entry([0], assign_generation, "m2", at=2)])
-    b.at(3).poll(1, rebalances=[b.entry([0], revoke_generation, "m1", revoke=True, at=3)])
+    b.at(3).poll(1, rebalances=[b.entry([0], revoke_generation, "m1", revoke=True, at=3,
+                                        lost=lost)])
     return b
 
 
@@ -100,6 +103,12 @@ def test_split_assignment_two_members_own_a_key_across_generations():
 def test_split_assignment_unknown_generations_never_excuse():
     result = check(split_history(revoke_generation=None, assign_generation=None))
     assert kinds(result) == {"split-assignment": 1}
+
+
+def test_near_miss_a_zombie_that_finds_its_key_lost_splits_nothing():
+    """p1 was paused past its session timeout: the key went to p2, and p1 learns on waking."""
+    result = check(split_history(revoke_generation=None, assign_generation=None, lost=True))
+    assert "split-assignment" not in result.anomalies
 
 
 def test_near_miss_revocation_in_the_generation_of_the_new_assignment():
