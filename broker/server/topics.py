@@ -73,15 +73,7 @@ class TopicCreator:
         if not assignment:
             if partitions < 1:
                 raise BrokerError(ErrorCode.INVALID_PARTITIONS, f"{partitions} partitions")
-            try:
-                assignment = assign_replicas(
-                    [(b.broker_id, b.rack) for b in brokers.values()],
-                    partitions,
-                    replication_factor,
-                    self.rng,
-                )
-            except InvalidReplicationFactorError as exc:
-                raise BrokerError(ErrorCode.INVALID_REPLICATION_FACTOR, str(exc)) from exc
+            assignment = self._assign(brokers, partitions, replication_factor)
         elif sorted(assignment) != list(range(len(assignment))) or any(
             not replicas or len(set(replicas)) != len(replicas) for replicas in assignment.values()
         ):
@@ -131,15 +123,7 @@ class TopicCreator:
                 )
             new = {len(current) + i: list(r) for i, r in enumerate(assignment)}
         else:
-            try:
-                fresh = assign_replicas(
-                    [(b.broker_id, b.rack) for b in brokers.values()],
-                    added_count,
-                    replication,
-                    self.rng,
-                )
-            except InvalidReplicationFactorError as exc:
-                raise BrokerError(ErrorCode.INVALID_REPLICATION_FACTOR, str(exc)) from exc
+            fresh = self._assign(brokers, added_count, replication)
             new = {len(current) + i: r for i, r in fresh.items()}
         if validate_only:
             return
@@ -150,6 +134,19 @@ class TopicCreator:
                 ErrorCode.REQUEST_TIMED_OUT, f"topic {name!r} changed meanwhile: {exc!r}"
             ) from exc
         log.info("added partitions to %s: %s", name, new)
+
+    def _assign(self, brokers: dict, partitions: int, replication_factor: int
+                ) -> dict[int, list[int]]:
+        """Replicas for `partitions` new partitions over the live `brokers`."""
+        try:
+            return assign_replicas(
+                [(b.broker_id, b.rack) for b in brokers.values()],
+                partitions,
+                replication_factor,
+                self.rng,
+            )
+        except InvalidReplicationFactorError as exc:
+            raise BrokerError(ErrorCode.INVALID_REPLICATION_FACTOR, str(exc)) from exc
 
     async def wait_for_leaders(self, name: str, partitions: int, timeout: float) -> bool:
         loop = asyncio.get_running_loop()

@@ -5,7 +5,6 @@ compaction of `__consumer_offsets`, and Kafka's own DumpLogSegments reading our 
 from __future__ import annotations
 
 import json
-import socket
 import struct
 import subprocess
 import time
@@ -35,6 +34,7 @@ from broker import zk as zkpaths
 from broker.errors import ErrorCode
 from broker.group.placement import OFFSETS_TOPIC, partition_for
 from broker.group.records import OffsetRecord, read_records
+from harness.db.brokers import exchange
 from harness.db.kafka.distribution import CACHE, DEFAULT_VERSION
 from tests.support.brokers import BrokerCluster
 
@@ -66,25 +66,12 @@ def cluster(zookeeper, tmp_path_factory):
 
 
 def call(port: int, request, timeout: float = 10.0):
-    """Send one kafka-python request to 127.0.0.1:`port`; its decoded response."""
+    """Send one kafka-python request (a non-flexible version) to 127.0.0.1:`port`; its
+    decoded response."""
     request.with_header(correlation_id=7, client_id="tests")
-    with socket.create_connection(("127.0.0.1", port), timeout) as sock:
-        sock.sendall(bytes(request.encode(header=True, framed=True)))
-        size = struct.unpack(">i", _recv(sock, 4))[0]
-        frame = _recv(sock, size)
-    header = 5 if request.flexible_version_q(request.version) else 4
     response = RESPONSES[type(request).__name__.removesuffix("Request")]
-    return response.decode(frame[header:], version=request.version)
-
-
-def _recv(sock: socket.socket, n: int) -> bytes:
-    data = b""
-    while len(data) < n:
-        chunk = sock.recv(n - len(data))
-        if not chunk:
-            raise ConnectionError("broker closed the connection")
-        data += chunk
-    return data
+    return response.decode(exchange("127.0.0.1", port, request, timeout),
+                           version=request.version)
 
 
 def coordinator_port(cluster: BrokerCluster, group: str, timeout: float = 30.0) -> int:
