@@ -176,12 +176,34 @@ SPEC: dict[str, tuple[str, Callable[[str], Any], Any]] = {
     "group.max.session.timeout.ms": ("group_max_session_timeout_ms", _int(1), 1800000),
     "group.initial.rebalance.delay.ms": ("group_initial_rebalance_delay_ms", _int(0), 3000),
     "group.max.size": ("group_max_size", _int(1), 2147483647),
+    "transaction.state.log.num.partitions": ("transaction_state_log_num_partitions", _int(1), 50),
+    "transaction.state.log.replication.factor": (
+        "transaction_state_log_replication_factor",
+        _int(1),
+        3,
+    ),
+    "transaction.state.log.min.isr": ("transaction_state_log_min_isr", _int(1), 2),
+    "transaction.state.log.segment.bytes": (
+        "transaction_state_log_segment_bytes",
+        _int(14),
+        104857600,
+    ),
+    "transaction.max.timeout.ms": ("transaction_max_timeout_ms", _int(1), 900000),
+    "transaction.abort.timed.out.transaction.cleanup.interval.ms": (
+        "transaction_abort_timed_out_transaction_cleanup_interval_ms",
+        _int(1),
+        10000,
+    ),
+    "transactional.id.expiration.ms": ("transactional_id_expiration_ms", _int(1), 604800000),
+    "producer.id.expiration.ms": ("producer_id_expiration_ms", _int(1), 86400000),
     # fault-injection knobs of the detection suite (README, "Debug knobs"); off by default
     "kchaos.debug.ack-commit-before-replication": (
         "debug_ack_commit_before_replication",
         _bool,
         False,
     ),
+    "kchaos.debug.skip-epoch-fencing": ("debug_skip_epoch_fencing", _bool, False),
+    "kchaos.debug.read-uncommitted-leak": ("debug_read_uncommitted_leak", _bool, False),
 }
 REQUIRED = ("broker.id", "listeners", "zookeeper.connect")
 
@@ -236,7 +258,17 @@ class BrokerConfig:
     group_max_session_timeout_ms: int = 1800000
     group_initial_rebalance_delay_ms: int = 3000
     group_max_size: int = 2147483647
+    transaction_state_log_num_partitions: int = 50
+    transaction_state_log_replication_factor: int = 3
+    transaction_state_log_min_isr: int = 2
+    transaction_state_log_segment_bytes: int = 104857600
+    transaction_max_timeout_ms: int = 900000
+    transaction_abort_timed_out_transaction_cleanup_interval_ms: int = 10000
+    transactional_id_expiration_ms: int = 604800000
+    producer_id_expiration_ms: int = 86400000
     debug_ack_commit_before_replication: bool = False
+    debug_skip_epoch_fencing: bool = False
+    debug_read_uncommitted_leak: bool = False
     source: str = field(default="<memory>", compare=False)
 
     @classmethod

@@ -65,8 +65,6 @@ def kafka_properties(broker_id: int, address: str, zookeeper_connect: str, log_d
         "listeners": f"PLAINTEXT://{address}:{CLIENT_PORT}",
         "offsets.topic.num.partitions": "3",
         "transaction.state.log.num.partitions": "3",
-        "transaction.state.log.replication.factor": str(replication),
-        "transaction.state.log.min.isr": str(min(2, replication)),
         "group.initial.rebalance.delay.ms": "0",
         "num.network.threads": "2",
         "num.io.threads": "4",
