@@ -59,7 +59,6 @@ def kafka_properties(broker_id: int, address: str, zookeeper_connect: str, log_d
                      cluster_size: int, overrides: Mapping[str, str] | None = None) -> str:
     """Kafka's server.properties: the chaos defaults every db gets, one listener, sizes
     for small machines (internal topics of few partitions, few threads), `overrides`."""
-    replication = min(3, cluster_size)
     properties = chaos_defaults(broker_id, zookeeper_connect, log_dir, cluster_size)
     properties.update({
         "listeners": f"PLAINTEXT://{address}:{CLIENT_PORT}",
