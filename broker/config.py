@@ -188,6 +188,11 @@ SPEC: dict[str, tuple[str, Callable[[str], Any], Any]] = {
         _int(14),
         104857600,
     ),
+    "transaction.state.log.load.buffer.size": (
+        "transaction_state_log_load_buffer_size",
+        _int(1),
+        5242880,
+    ),
     "transaction.max.timeout.ms": ("transaction_max_timeout_ms", _int(1), 900000),
     "transaction.abort.timed.out.transaction.cleanup.interval.ms": (
         "transaction_abort_timed_out_transaction_cleanup_interval_ms",
@@ -262,6 +267,7 @@ class BrokerConfig:
     transaction_state_log_replication_factor: int = 3
     transaction_state_log_min_isr: int = 2
     transaction_state_log_segment_bytes: int = 104857600
+    transaction_state_log_load_buffer_size: int = 5242880
     transaction_max_timeout_ms: int = 900000
     transaction_abort_timed_out_transaction_cleanup_interval_ms: int = 10000
     transactional_id_expiration_ms: int = 604800000

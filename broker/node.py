@@ -24,14 +24,17 @@ from broker import zk as zkpaths
 from broker.config import BrokerConfig
 from broker.control_plane import ControlPlaneServer, request_controlled_shutdown
 from broker.event_log import EventLog
-from broker.group import GroupConfig, GroupCoordinator, OffsetsLog, OffsetsTopic
+from broker.group import GroupConfig, GroupCoordinator, OffsetsLog
 from broker.group.placement import OFFSETS_TOPIC
+from broker.internal_topic import InternalTopic
 from broker.replica.manager import ReplicaManager, ReplicaSettings
 from broker.server.dispatch import BrokerContext, Dispatcher
 from broker.server.listener import ClientListener
 from broker.server.producer_ids import ProducerIdAllocator
 from broker.server.topics import TopicCreator
 from broker.storage import LogConfig, LogManager
+from broker.txn import MarkerWriter, TransactionCoordinator, TxnConfig, TxnLog
+from broker.txn.placement import TRANSACTION_TOPIC
 
 __all__ = ["BrokerNode", "StartupError"]
 
@@ -39,6 +42,7 @@ log = logging.getLogger("broker.node")
 
 CLUSTER_ID_PATH = "/cluster/id"
 CONTROLLED_SHUTDOWN_SECONDS = 30.0
+TXN_LOG_APPEND_TIMEOUT_MS = 5000
 
 
 class StartupError(Exception):
@@ -56,7 +60,8 @@ class BrokerNode:
         self.listener: ClientListener | None = None
         self.control: ControlPlaneServer | None = None
         self.controller = None
-        self.group_events: EventLog | None = None
+        self.events: EventLog | None = None
+        self.txn: TransactionCoordinator | None = None
         self._registration: zkpaths.BrokerRegistration | None = None
         self._stop = asyncio.Event()
         self._session_lost = False
@@ -186,34 +191,42 @@ class BrokerNode:
         )
         creator = TopicCreator(self.zk, self.replicas.metadata)
         self.replicas.on_metadata_update.append(creator.metadata_changed)
-        offsets_topic = OffsetsTopic(
-            self.replicas.metadata,
-            creator,
-            config.offsets_topic_num_partitions,
-            config.offsets_topic_replication_factor,
-            config.offsets_topic_segment_bytes,
-        )
+        self.events = EventLog(self.event_log_path, broker_id=self.broker_id)
+        offsets_topic = InternalTopic(
+            OFFSETS_TOPIC, self.replicas.metadata, creator,
+            config.offsets_topic_num_partitions, config.offsets_topic_replication_factor,
+            {"segment.bytes": str(config.offsets_topic_segment_bytes)})
+        txn_topic = InternalTopic(
+            TRANSACTION_TOPIC, self.replicas.metadata, creator,
+            config.transaction_state_log_num_partitions,
+            config.transaction_state_log_replication_factor,
+            {"segment.bytes": str(config.transaction_state_log_segment_bytes),
+             "min.insync.replicas": str(config.transaction_state_log_min_isr)})
         groups = self._make_group_coordinator(offsets_topic)
+        producer_ids = ProducerIdAllocator(self.zk, self.broker_id)
+        self.txn = self._make_transaction_coordinator(txn_topic, offsets_topic, producer_ids)
         context = BrokerContext(
             broker_id=self.broker_id,
             replicas=self.replicas,
             topic_creator=creator,
-            producer_ids=ProducerIdAllocator(self.zk, self.broker_id),
+            producer_ids=producer_ids,
             groups=groups,
             offsets_topic=offsets_topic,
+            txn=self.txn,
+            txn_topic=txn_topic,
             auto_create_topics=config.auto_create_topics_enable,
             num_partitions=config.num_partitions,
             default_replication_factor=config.default_replication_factor,
             cluster_id=cluster_id,
         )
         self.replicas.start()
+        self.txn.start()
         return context
 
-    def _make_group_coordinator(self, offsets_topic: OffsetsTopic) -> GroupCoordinator:
+    def _make_group_coordinator(self, offsets_topic: InternalTopic) -> GroupCoordinator:
         """The group coordinator, told by the ReplicaManager which offsets partitions this
         broker leads."""
         config = self.config
-        self.group_events = EventLog(self.event_log_path, broker_id=self.broker_id)
         coordinator = GroupCoordinator(
             self.broker_id,
             OffsetsLog(
@@ -230,11 +243,42 @@ class BrokerNode:
                 max_group_size=config.group_max_size,
                 max_metadata_bytes=config.offset_metadata_max_bytes,
             ),
-            self.group_events,
+            self.events,
         )
+        self._follow_leadership(OFFSETS_TOPIC, coordinator)
+        return coordinator
+
+    def _make_transaction_coordinator(self, txn_topic: InternalTopic,
+                                      offsets_topic: InternalTopic,
+                                      producer_ids: ProducerIdAllocator) -> TransactionCoordinator:
+        """The transaction coordinator, told which transaction log partitions this broker
+        leads."""
+        config = self.config
+        coordinator = TransactionCoordinator(
+            self.broker_id,
+            TxnLog(self.replicas, TXN_LOG_APPEND_TIMEOUT_MS,
+                   config.transaction_state_log_load_buffer_size),
+            MarkerWriter(self.broker_id, self.replicas.metadata),
+            txn_topic.partition_of,
+            offsets_topic.partition_of,
+            producer_ids.allocate,
+            TxnConfig(
+                max_timeout_ms=config.transaction_max_timeout_ms,
+                abort_check_interval_ms=(
+                    config.transaction_abort_timed_out_transaction_cleanup_interval_ms),
+                skip_epoch_fencing=config.debug_skip_epoch_fencing,
+            ),
+            self.events,
+        )
+        self._follow_leadership(TRANSACTION_TOPIC, coordinator)
+        return coordinator
+
+    def _follow_leadership(self, topic: str, coordinator) -> None:
+        """`coordinator.on_leader` / `on_resign` as this broker gains and loses the leadership
+        of `topic`'s partitions."""
 
         def leadership(key: tuple[str, int], leader_epoch: int | None) -> None:
-            if key[0] != OFFSETS_TOPIC:
+            if key[0] != topic:
                 return
             if leader_epoch is None:
                 coordinator.on_resign(key[1])
@@ -242,7 +286,6 @@ class BrokerNode:
                 coordinator.on_leader(key[1], leader_epoch)
 
         self.replicas.on_leadership.append(leadership)
-        return coordinator
 
     def _make_controller(self):
         from broker.controller.config import ControllerConfig
@@ -387,6 +430,8 @@ class BrokerNode:
     async def close(self) -> None:
         if self.controller is not None:
             await _quietly(self.controller.stop())
+        if self.txn is not None:
+            await _quietly(self.txn.stop())
         if self.listener is not None:
             await _quietly(self.listener.stop())
         if self.control is not None:
@@ -395,8 +440,8 @@ class BrokerNode:
             await _quietly(self.replicas.stop())
         if self.logs is not None:
             self.logs.close()
-        if self.group_events is not None:
-            self.group_events.close()
+        if self.events is not None:
+            self.events.close()
         if self.zk is not None:
             zk = self.zk
             await asyncio.get_running_loop().run_in_executor(None, _stop_zk, zk)

@@ -16,6 +16,7 @@ from broker.server import (
     produce,
     producer_ids,
     topics,
+    txn,
 )
 from broker.server.listener import CLOSE
 from broker.server.protocol import (
@@ -38,14 +39,16 @@ ApiHandler = Callable[["BrokerContext", Any, int, RequestHeader], Awaitable[Any]
 @dataclass
 class BrokerContext:
     """What the API handlers need: settings, the replica manager, topic creation, producer
-    ids, the group coordinator and the offsets topic."""
+    ids, the group and transaction coordinators and their internal topics."""
 
     broker_id: int
     replicas: Any  # broker.replica.manager.ReplicaManager
     topic_creator: Any = None  # broker.server.topics.TopicCreator
     producer_ids: Any = None  # broker.server.producer_ids.ProducerIdAllocator
     groups: Any = None  # broker.group.GroupCoordinator
-    offsets_topic: Any = None  # broker.group.OffsetsTopic
+    offsets_topic: Any = None  # broker.internal_topic.InternalTopic
+    txn: Any = None  # broker.txn.TransactionCoordinator
+    txn_topic: Any = None  # broker.internal_topic.InternalTopic
     auto_create_topics: bool = True
     num_partitions: int = 1
     default_replication_factor: int = 1
@@ -71,6 +74,10 @@ HANDLERS: dict[int, ApiHandler] = {
     19: topics.handle_create_topics,
     22: producer_ids.handle,
     23: offsets.handle_offset_for_leader_epoch,
+    24: txn.handle_add_partitions_to_txn,
+    25: txn.handle_add_offsets_to_txn,
+    26: txn.handle_end_txn,
+    27: txn.handle_write_txn_markers,
     37: topics.handle_create_partitions,
     42: groups.handle_delete_groups,
 }

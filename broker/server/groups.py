@@ -1,6 +1,7 @@
 """Consumer-group APIs: requests in, `broker.group.GroupCoordinator` calls, responses out.
 
-FindCoordinator (group keys; transaction keys are refused until transactions exist),
+FindCoordinator (group keys in `__consumer_offsets`, transactional ids in
+`__transaction_state`),
 JoinGroup, SyncGroup, Heartbeat, LeaveGroup, OffsetCommit, OffsetFetch, DescribeGroups,
 ListGroups and DeleteGroups, at the versions `broker.server.protocol.APIS` advertises.
 Fields a version lacks are taken as Kafka takes them (e.g. a v0 JoinGroup's rebalance
@@ -38,6 +39,7 @@ __all__ = [
 ]
 
 GROUP_KEY_TYPE = 0
+TRANSACTION_KEY_TYPE = 1
 
 
 def _instance(request, version: int, since: int) -> str | None:
@@ -50,12 +52,14 @@ def _instance(request, version: int, since: int) -> str | None:
 async def handle_find_coordinator(context, request, version: int, header):
     keys = request.coordinator_keys if version >= 4 else [request.key]
     key_type = request.key_type if version >= 1 else GROUP_KEY_TYPE
+    topics = {GROUP_KEY_TYPE: context.offsets_topic, TRANSACTION_KEY_TYPE: context.txn_topic}
     found = []
     for key in keys:
-        if key_type != GROUP_KEY_TYPE:
-            found.append((key, ErrorCode.INVALID_REQUEST, "only group coordinators exist", None))
+        if key_type not in topics or (key_type == TRANSACTION_KEY_TYPE and not key):
+            found.append((key, ErrorCode.INVALID_REQUEST, f"no coordinator for key type "
+                          f"{key_type} and key {key!r}", None))
             continue
-        code, node = await context.offsets_topic.coordinator(key)
+        code, node = await topics[key_type].coordinator(key)
         found.append((key, code, None if node else ErrorCode(code).name, node))
     if version >= 4:
         return FindCoordinatorResponse(

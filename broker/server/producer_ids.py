@@ -3,7 +3,8 @@
 As Kafka's ZooKeeper-era brokers: `/latest_producer_id_block` holds the last block handed
 out ({"version":1,"broker":id,"block_start":"s","block_end":"e"}); a broker claims the
 next block of `BLOCK_SIZE` ids with a compare-and-set on the znode version, so two brokers
-never hand out the same id. Transactions are not supported (a transactional id is refused).
+never hand out the same id. A transactional id is the transaction coordinator's
+(`broker.txn`).
 """
 
 from __future__ import annotations
@@ -13,7 +14,8 @@ import json
 
 from kafka.protocol.producer import InitProducerIdResponse
 
-from broker.errors import BrokerError, ErrorCode
+from broker.errors import ErrorCode
+from broker.server.txn import fenced_for
 
 __all__ = ["BLOCK_SIZE", "ProducerIdAllocator", "handle"]
 
@@ -68,18 +70,18 @@ class ProducerIdAllocator:
 
 
 async def handle(context, request, version: int, header):
-    try:
-        if request.transactional_id is not None:
-            raise BrokerError(
-                ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, "transactions are not supported"
-            )
-        if context.producer_ids is None:
-            raise BrokerError(ErrorCode.UNKNOWN_SERVER_ERROR, "no producer id allocator")
-        producer_id = await context.producer_ids.allocate()
-    except BrokerError as exc:
-        return InitProducerIdResponse(
-            throttle_time_ms=0, error_code=exc.code, producer_id=-1, producer_epoch=-1
-        )
+    """A transactional id goes to the transaction coordinator; an idempotent producer gets
+    a fresh producer id at epoch 0."""
+    if request.transactional_id is not None:
+        expected = None
+        if version >= 3 and (request.producer_id, request.producer_epoch) != (-1, -1):
+            expected = (request.producer_id, request.producer_epoch)
+        code, producer_id, epoch = await context.txn.init_producer_id(
+            request.transactional_id, request.transaction_timeout_ms, expected)
+        return InitProducerIdResponse(throttle_time_ms=0,
+                                      error_code=fenced_for(code, version, 4),
+                                      producer_id=producer_id, producer_epoch=epoch)
+    producer_id = await context.producer_ids.allocate()
     return InitProducerIdResponse(
         throttle_time_ms=0, error_code=ErrorCode.NONE, producer_id=producer_id, producer_epoch=0
     )

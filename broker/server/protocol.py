@@ -52,10 +52,18 @@ from kafka.protocol.metadata import (
     MetadataResponse,
 )
 from kafka.protocol.producer import (
+    AddOffsetsToTxnRequest,
+    AddOffsetsToTxnResponse,
+    AddPartitionsToTxnRequest,
+    AddPartitionsToTxnResponse,
+    EndTxnRequest,
+    EndTxnResponse,
     InitProducerIdRequest,
     InitProducerIdResponse,
     ProduceRequest,
     ProduceResponse,
+    WriteTxnMarkersRequest,
+    WriteTxnMarkersResponse,
 )
 
 from broker.server.wire import ProtocolError, Reader, decode_body, skip_tagged_fields
@@ -107,6 +115,10 @@ APIS: dict[int, Api] = {
         Api(19, CreateTopicsRequest, CreateTopicsResponse, 2, 4),
         Api(22, InitProducerIdRequest, InitProducerIdResponse, 0, 4),
         Api(23, OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse, 2, 4),
+        Api(24, AddPartitionsToTxnRequest, AddPartitionsToTxnResponse, 0, 3),
+        Api(25, AddOffsetsToTxnRequest, AddOffsetsToTxnResponse, 0, 3),
+        Api(26, EndTxnRequest, EndTxnResponse, 0, 3),
+        Api(27, WriteTxnMarkersRequest, WriteTxnMarkersResponse, 1, 1),
         Api(37, CreatePartitionsRequest, CreatePartitionsResponse, 0, 3),
         Api(42, DeleteGroupsRequest, DeleteGroupsResponse, 0, 2),
     )
