@@ -16,6 +16,9 @@ SyncGroup assignment is stored durably and only then handed out, and the group i
 Members are fenced by generation (ILLEGAL_GENERATION), membership (UNKNOWN_MEMBER_ID),
 rebalance (REBALANCE_IN_PROGRESS) and static instance id (FENCED_INSTANCE_ID), and removed
 when their session times out. Every coordinator change and rebalance goes to the event log.
+
+Offsets, plain and transactional, are `self.offsets` (`broker.group.offsets`); the
+transaction side ends a transaction's offsets through `complete_txn`.
 """
 
 from __future__ import annotations
@@ -30,12 +33,13 @@ from dataclasses import dataclass, field
 from broker.errors import ErrorCode
 from broker.event_log import EventLog
 from broker.group.consumer_protocol import decode_assignment, is_subscription
+from broker.group.offsets import GroupOffsets
 from broker.group.placement import partition_for
-from broker.group.records import group_key, group_value, offset_key, offset_value
-from broker.group.state import CommittedOffset, Group, GroupState, Member
+from broker.group.records import group_key, group_value, offset_key
+from broker.group.state import Group, GroupState, Member
 from broker.group.store import OffsetsLog, commit_error, group_error
 
-__all__ = ["GroupConfig", "GroupCoordinator", "JoinRequest", "JoinResult", "OffsetCommit"]
+__all__ = ["GroupConfig", "GroupCoordinator", "JoinRequest", "JoinResult"]
 
 log = logging.getLogger("broker.group")
 
@@ -83,13 +87,6 @@ class JoinResult:
     members: list[tuple[str, str | None, bytes]] = field(default_factory=list)
 
 
-@dataclass(frozen=True)
-class OffsetCommit:
-    offset: int
-    leader_epoch: int
-    metadata: str
-
-
 class GroupCoordinator:
     def __init__(
         self,
@@ -107,6 +104,8 @@ class GroupCoordinator:
         self.groups: dict[str, Group] = {}
         self.owned: dict[int, int] = {}  # offsets partition -> leader epoch, loaded
         self.loading: dict[int, int] = {}  # offsets partition -> leader epoch, loading
+        self.offsets = GroupOffsets(self.groups, store, self.owner_error, self.partition_of,
+                                    self._schedule_expiry, config.max_metadata_bytes, events)
 
     # -- ownership ----------------------------------------------------------------------
 
@@ -149,6 +148,7 @@ class GroupCoordinator:
             record = loaded.groups.get(group_id)
             group = Group.from_record(record) if record is not None else Group(group_id)
             group.offsets = loaded.offsets.get(group_id, {})
+            group.txn_offsets = loaded.pending_for(group_id)
             self.groups[group_id] = group
             for member in group.members.values():
                 self._schedule_expiry(group, member)
@@ -161,6 +161,7 @@ class GroupCoordinator:
             offsets_partition=partition,
             leader_epoch=epoch,
             groups=groups,
+            open_txn_producers=sorted(loaded.pending),
             seconds=round(time.monotonic() - started, 3),
         )
 
@@ -233,7 +234,7 @@ class GroupCoordinator:
         if member_id in group.pending_members:
             group.pending_members.discard(member_id)
             return await self._add_and_rebalance(group, request, member_id)
-        error = self._fence(group, member_id, request.group_instance_id)
+        error = group.fence(member_id, request.group_instance_id)
         if error:
             return JoinResult(error, member_id)
         member = group.members[member_id]
@@ -419,7 +420,7 @@ class GroupCoordinator:
         group = self.groups.get(group_id)
         if group is None:
             return ErrorCode.UNKNOWN_MEMBER_ID, b""
-        error = self._fence(group, member_id, instance_id)
+        error = group.fence(member_id, instance_id)
         if error:
             return error, b""
         if generation != group.generation:
@@ -486,7 +487,7 @@ class GroupCoordinator:
             return ErrorCode.UNKNOWN_MEMBER_ID
         if group.state is DEAD:
             return ErrorCode.COORDINATOR_NOT_AVAILABLE
-        error = self._fence(group, member_id, instance_id)
+        error = group.fence(member_id, instance_id)
         if error:
             return error
         if generation != group.generation:
@@ -514,24 +515,13 @@ class GroupCoordinator:
                 self._maybe_complete_join(group)
                 codes.append(ErrorCode.NONE)
                 continue
-            error = self._fence(group, member_id, instance_id)
+            error = group.fence(member_id, instance_id)
             if error:
                 codes.append(error)
                 continue
             self._remove_and_rebalance(group, group.members[member_id], "member-left")
             codes.append(ErrorCode.NONE)
         return ErrorCode.NONE, codes
-
-    def _fence(self, group: Group, member_id: str, instance_id: str | None) -> int:
-        if instance_id is not None:
-            known = group.static_members.get(instance_id)
-            if known is None:
-                return ErrorCode.UNKNOWN_MEMBER_ID
-            if known != member_id:
-                return ErrorCode.FENCED_INSTANCE_ID
-        if member_id not in group.members:
-            return ErrorCode.UNKNOWN_MEMBER_ID
-        return ErrorCode.NONE
 
     def _schedule_expiry(self, group: Group, member: Member) -> None:
         if member.expiry is not None:
@@ -567,73 +557,13 @@ class GroupCoordinator:
             if member.expiry is not None:
                 member.expiry.cancel()
 
-    # -- offsets ------------------------------------------------------------------------
+    # -- transactions -------------------------------------------------------------------
 
-    async def commit_offsets(self, group_id: str, generation: int, member_id: str,
-                             instance_id: str | None,
-                             offsets: dict[tuple[str, int], OffsetCommit]
-                             ) -> dict[tuple[str, int], int]:
-        """An error per partition; NONE only once the commit is durable."""
-        error = self.owner_error(group_id)
-        if not error:
-            error = self._commit_allowed(group_id, generation, member_id, instance_id)
-        if error:
-            return dict.fromkeys(offsets, error)
-        group = self.groups.get(group_id)
-        if group is None:
-            group = self.groups[group_id] = Group(group_id)
-        results: dict[tuple[str, int], int] = {}
-        records = []
-        accepted: dict[tuple[str, int], CommittedOffset] = {}
-        now = int(time.time() * 1000)
-        for key, commit in offsets.items():
-            if len(commit.metadata.encode("utf-8")) > self.config.max_metadata_bytes:
-                results[key] = ErrorCode.OFFSET_METADATA_TOO_LARGE
-                continue
-            accepted[key] = CommittedOffset(commit.offset, commit.leader_epoch, commit.metadata,
-                                            now)
-            records.append((offset_key(group_id, *key),
-                            offset_value(commit.offset, commit.leader_epoch, commit.metadata, now)))
-        if not records:
-            return results
-        code = await self.store.append(self.partition_of(group_id), records)
-        code = commit_error(code) if code else ErrorCode.NONE
-        if not code and self.groups.get(group_id) is group:
-            group.offsets.update(accepted)
-        results.update(dict.fromkeys(accepted, code))
-        return results
-
-    def _commit_allowed(self, group_id: str, generation: int, member_id: str,
-                        instance_id: str | None) -> int:
-        group = self.groups.get(group_id)
-        if group is None:
-            return ErrorCode.NONE if generation < 0 else ErrorCode.ILLEGAL_GENERATION
-        if group.state is DEAD:
-            return ErrorCode.COORDINATOR_NOT_AVAILABLE
-        if generation < 0 and group.state is EMPTY:
-            return ErrorCode.NONE
-        error = self._fence(group, member_id, instance_id)
-        if error:
-            return error
-        if generation != group.generation:
-            return ErrorCode.ILLEGAL_GENERATION
-        if group.state is COMPLETING:
-            return ErrorCode.REBALANCE_IN_PROGRESS
-        self._schedule_expiry(group, group.members[member_id])
-        return ErrorCode.NONE
-
-    def fetch_offsets(self, group_id: str, partitions: list[tuple[str, int]] | None
-                      ) -> tuple[int, dict[tuple[str, int], CommittedOffset | None]]:
-        """The group-level error and the committed offset of each partition (None: none);
-        all committed partitions when `partitions` is None."""
-        error = self.owner_error(group_id)
-        if error:
-            return error, {}
-        group = self.groups.get(group_id)
-        committed = group.offsets if group is not None else {}
-        if partitions is None:
-            return ErrorCode.NONE, dict(committed)
-        return ErrorCode.NONE, {key: committed.get(key) for key in partitions}
+    def complete_txn(self, offsets_partition: int, producer_id: int, commit: bool) -> None:
+        """A transaction marker of `producer_id` is in offsets partition `offsets_partition`
+        below its high watermark (called by WriteTxnMarkers): commit installs the
+        producer's pending offsets of that partition's groups, abort drops them."""
+        self.offsets.complete_txn(offsets_partition, producer_id, commit)
 
     # -- DescribeGroups, ListGroups, DeleteGroups ---------------------------------------
 

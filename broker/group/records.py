@@ -7,6 +7,12 @@ topic, partition), 2 for group metadata (`GroupMetadataKey`: group). Values are
 state timestamp, members). A null value is a tombstone: the key's offset or group is
 deleted, and compaction eventually drops both. Reading accepts every non-flexible version
 (0-3) of each value, as Kafka 3.9 writes them.
+
+A transactional offset commit (TxnOffsetCommit) is one batch stamped with the producer id
+and epoch, transactional bit set, base sequence -1. The transaction's outcome is a control
+batch (attributes 0x30) of one record whose key is int16 version, int16 type (1 commit,
+0 abort); `read_batches` reports both kinds with their producer id, so loading can replay
+transactions.
 """
 
 from __future__ import annotations
@@ -14,11 +20,14 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass
 
+from kafka.errors import CorruptRecordError
 from kafka.record import MemoryRecords
-from kafka.record.memory_records import MemoryRecordsBuilder
+from kafka.record.default_records import DefaultRecordBatchBuilder
 
 __all__ = [
+    "COMMIT_MARKER",
     "GroupRecord",
+    "LogBatch",
     "MemberRecord",
     "OffsetRecord",
     "RecordFormatError",
@@ -28,6 +37,7 @@ __all__ = [
     "group_value",
     "offset_key",
     "offset_value",
+    "read_batches",
     "read_records",
 ]
 
@@ -35,6 +45,8 @@ OFFSET_KEY_VERSION = 1
 GROUP_KEY_VERSION = 2
 OFFSET_VALUE_VERSION = 3
 GROUP_VALUE_VERSION = 3
+COMMIT_MARKER = 1  # a control record's type: 1 commit, 0 abort
+NO_PRODUCER_ID = -1
 
 
 class RecordFormatError(ValueError):
@@ -78,6 +90,20 @@ class GroupRecord:
     state_timestamp: int = -1
     members: tuple[MemberRecord, ...] = ()
     deleted: bool = False
+
+
+@dataclass(frozen=True)
+class LogBatch:
+    """One batch of an offsets partition: where it starts, which producer wrote it, whether
+    it is transactional, and its records; a control batch carries its marker type instead
+    (None for a data batch, or a control batch without a record)."""
+
+    base_offset: int
+    producer_id: int = NO_PRODUCER_ID
+    is_transactional: bool = False
+    is_control: bool = False
+    marker: int | None = None
+    records: tuple[OffsetRecord | GroupRecord, ...] = ()
 
 
 # -- encoding -------------------------------------------------------------------------
@@ -134,13 +160,17 @@ def group_value(record: GroupRecord) -> bytes:
     return b"".join(parts)
 
 
-def build_batch(records: list[tuple[bytes, bytes | None]], timestamp_ms: int) -> bytes:
-    """One uncompressed v2 batch of (key, value) records, offsets from 0."""
-    builder = MemoryRecordsBuilder(2, 0, 1 << 31)
-    for key, value in records:
-        builder.append(timestamp_ms, key, value)
-    builder.close()
-    return bytes(builder.buffer())
+def build_batch(records: list[tuple[bytes, bytes | None]], timestamp_ms: int,
+                producer_id: int = NO_PRODUCER_ID, producer_epoch: int = -1) -> bytes:
+    """One uncompressed v2 batch of (key, value) records, offsets from 0; transactional,
+    with the producer's id and epoch in its header and base sequence -1, when
+    `producer_id` is given (Kafka's TxnOffsetCommit batch)."""
+    transactional = producer_id != NO_PRODUCER_ID
+    builder = DefaultRecordBatchBuilder(2, 0, transactional, producer_id,
+                                        producer_epoch if transactional else -1, -1, 1 << 31)
+    for offset, (key, value) in enumerate(records):
+        builder.append(offset, timestamp_ms, key, value, [])
+    return bytes(builder.build())
 
 
 # -- decoding -------------------------------------------------------------------------
@@ -234,10 +264,21 @@ def decode_record(key: bytes, value: bytes | None) -> OffsetRecord | GroupRecord
     raise RecordFormatError(f"unknown key version {version}")
 
 
-def read_records(data: bytes) -> tuple[list[OffsetRecord | GroupRecord], int | None]:
-    """The records of the whole v2 batches in `data` (control batches and keyless records
-    skipped), and the offset after the last batch (None if `data` holds no whole batch)."""
-    found: list[OffsetRecord | GroupRecord] = []
+def _marker(batch) -> int | None:
+    """The type of a control batch's record (Kafka's ControlRecordType)."""
+    try:
+        for record in batch:
+            return record.type
+    except (struct.error, TypeError, CorruptRecordError) as exc:
+        raise RecordFormatError(f"control batch at offset {batch.base_offset}: {exc}") from exc
+    return None
+
+
+def read_batches(data: bytes) -> tuple[list[LogBatch], int | None]:
+    """The whole v2 batches in `data` with their producer, flags and records (keyless
+    records skipped), and the offset after the last batch (None if `data` holds no whole
+    batch)."""
+    found: list[LogBatch] = []
     next_offset = None
     batches = MemoryRecords(data)
     while batches.has_next():
@@ -245,9 +286,18 @@ def read_records(data: bytes) -> tuple[list[OffsetRecord | GroupRecord], int | N
         if batch is None:
             break
         next_offset = batch.next_offset
+        common = (batch.base_offset, batch.producer_id, batch.is_transactional)
         if batch.is_control_batch:
+            found.append(LogBatch(*common, is_control=True, marker=_marker(batch)))
             continue
-        for record in batch:
-            if record.key is not None:
-                found.append(decode_record(bytes(record.key), record.value))
+        records = tuple(decode_record(bytes(record.key), record.value)
+                        for record in batch if record.key is not None)
+        found.append(LogBatch(*common, records=records))
     return found, next_offset
+
+
+def read_records(data: bytes) -> tuple[list[OffsetRecord | GroupRecord], int | None]:
+    """The records of the whole v2 batches in `data` (control batches and keyless records
+    skipped), and the offset after the last batch (None if `data` holds no whole batch)."""
+    batches, next_offset = read_batches(data)
+    return [record for batch in batches for record in batch.records], next_offset

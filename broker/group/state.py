@@ -7,6 +7,11 @@ protocol, leader, committed offsets, and the explicit state machine
 
 `Group.transition_to` refuses any other move (`IllegalStateTransition`): a bug in the
 coordinator shows up as an error, never as a silently corrupted group.
+
+Offsets as Kafka's GroupMetadata keeps them: the committed ones, the partitions with a
+plain commit in flight, and per producer id the offsets of its open transaction, which
+become committed when its commit marker arrives. Every offset knows where its batch is in
+the log, and an offset never replaces one written later in the log.
 """
 
 from __future__ import annotations
@@ -16,9 +21,17 @@ from collections import Counter
 from dataclasses import dataclass, field
 from enum import Enum
 
+from broker.errors import ErrorCode
 from broker.group.records import GroupRecord, MemberRecord
 
-__all__ = ["CommittedOffset", "Group", "GroupState", "IllegalStateTransition", "Member"]
+__all__ = [
+    "CommittedOffset",
+    "Group",
+    "GroupState",
+    "IllegalStateTransition",
+    "Member",
+    "install",
+]
 
 
 class GroupState(Enum):
@@ -49,10 +62,22 @@ class IllegalStateTransition(RuntimeError):
 
 @dataclass(frozen=True)
 class CommittedOffset:
+    """An offset and where its record's batch starts in the offsets log (-1: not there)."""
+
     offset: int
     leader_epoch: int
     metadata: str
     commit_timestamp: int
+    log_offset: int = -1
+
+
+def install(offsets: dict[tuple[str, int], CommittedOffset], key: tuple[str, int],
+            offset: CommittedOffset) -> None:
+    """Make `offset` the committed offset of `key` in `offsets` unless the one there was
+    written later in the log (Kafka's olderThan)."""
+    current = offsets.get(key)
+    if current is None or current.log_offset <= offset.log_offset:
+        offsets[key] = offset
 
 
 @dataclass(eq=False)
@@ -103,6 +128,8 @@ class Group:
     pending_members: set[str] = field(default_factory=set)
     static_members: dict[str, str] = field(default_factory=dict)
     offsets: dict[tuple[str, int], CommittedOffset] = field(default_factory=dict)
+    commits_in_flight: Counter[tuple[str, int]] = field(default_factory=Counter)
+    txn_offsets: dict[int, dict[tuple[str, int], CommittedOffset]] = field(default_factory=dict)
     join_timer: asyncio.TimerHandle | None = None
     initial_delay_left_ms: int = -1
     new_member_added: bool = False
@@ -141,6 +168,19 @@ class Group:
             self.leader_id = next(iter(self.members), None)
         return member
 
+    def fence(self, member_id: str, instance_id: str | None) -> int:
+        """NONE if `member_id` (and static `instance_id`) is a current member, else
+        UNKNOWN_MEMBER_ID or FENCED_INSTANCE_ID (Kafka's validateCurrentMember)."""
+        if instance_id is not None:
+            known = self.static_members.get(instance_id)
+            if known is None:
+                return ErrorCode.UNKNOWN_MEMBER_ID
+            if known != member_id:
+                return ErrorCode.FENCED_INSTANCE_ID
+        if member_id not in self.members:
+            return ErrorCode.UNKNOWN_MEMBER_ID
+        return ErrorCode.NONE
+
     def all_joined(self) -> bool:
         return not self.pending_members and all(m.awaiting_join for m in self.members.values())
 
@@ -178,6 +218,24 @@ class Group:
             if choice not in order:
                 order.append(choice)
         return max(order, key=lambda name: votes[name])
+
+    # -- offsets ------------------------------------------------------------------------
+
+    def is_unstable(self, key: tuple[str, int]) -> bool:
+        """A commit of `key` is in flight or in an open transaction (Kafka's
+        hasPendingOffsetCommitsForTopicPartition)."""
+        return self.commits_in_flight[key] > 0 or any(
+            key in offsets for offsets in self.txn_offsets.values()
+        )
+
+    def complete_txn(self, producer_id: int, commit: bool) -> list[tuple[str, int]]:
+        """End `producer_id`'s open transaction: commit installs its offsets, abort drops
+        them; the partitions it held."""
+        pending = self.txn_offsets.pop(producer_id, {})
+        if commit:
+            for key, offset in pending.items():
+                install(self.offsets, key, offset)
+        return sorted(pending)
 
     # -- persistence --------------------------------------------------------------------
 

@@ -6,9 +6,16 @@ the ISR is below min.insync.replicas, and the answer comes only once the high wa
 covers the batch, or `offsets.commit.timeout.ms` passes. Errors are mapped as Kafka's
 GroupMetadataManager maps them, so clients retry the right way.
 
+A transactional commit (`producer_id` given) is one transactional batch stamped with the
+producer; `appended` hears the batch's base offset as soon as the leader has it, before
+replication, so the coordinator knows where its offsets are in the log.
+
 `load` reads a partition from its log start to its log end and replays it: the last
 record per key wins, a tombstone deletes, so the result is the same before and after
-compaction.
+compaction. Offsets in a transactional batch are pending for their producer until its
+control batch: a commit marker installs them (unless a later plain commit of the same
+partition is in the log), an abort marker drops them, and those still open at the log end
+stay pending (Kafka's loadGroupsAndOffsets).
 
 With `ack_before_replication` (the seeded defect `kchaos.debug.ack-commit-before-replication`)
 `append` answers as soon as the leader has appended, before any follower has the batch:
@@ -19,12 +26,21 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from broker.errors import BrokerError, ErrorCode
 from broker.group.placement import OFFSETS_TOPIC
-from broker.group.records import GroupRecord, OffsetRecord, build_batch, read_records
-from broker.group.state import CommittedOffset
+from broker.group.records import (
+    COMMIT_MARKER,
+    NO_PRODUCER_ID,
+    GroupRecord,
+    LogBatch,
+    OffsetRecord,
+    build_batch,
+    read_batches,
+)
+from broker.group.state import CommittedOffset, install
 
 __all__ = ["LoadedPartition", "OffsetsLog", "commit_error", "group_error"]
 
@@ -64,14 +80,19 @@ def group_error(code: int) -> int:
     return code
 
 
+Offsets = dict[tuple[str, int], CommittedOffset]
+
+
 @dataclass
 class LoadedPartition:
-    """What one offsets partition holds: the last group record and offsets per group."""
+    """What one offsets partition holds: the last group record and offsets per group, and
+    per producer id the offsets per group of its open transaction."""
 
     groups: dict[str, GroupRecord] = field(default_factory=dict)
-    offsets: dict[str, dict[tuple[str, int], CommittedOffset]] = field(default_factory=dict)
+    offsets: dict[str, Offsets] = field(default_factory=dict)
+    pending: dict[int, dict[str, Offsets]] = field(default_factory=dict)
 
-    def apply(self, record: OffsetRecord | GroupRecord) -> None:
+    def apply(self, record: OffsetRecord | GroupRecord, log_offset: int = -1) -> None:
         if isinstance(record, GroupRecord):
             if record.deleted:
                 self.groups.pop(record.group, None)
@@ -82,12 +103,51 @@ class LoadedPartition:
         if record.offset is None:
             self.offsets.get(record.group, {}).pop(key, None)
             return
-        self.offsets.setdefault(record.group, {})[key] = CommittedOffset(
-            record.offset, record.leader_epoch, record.metadata, record.commit_timestamp
-        )
+        self.offsets.setdefault(record.group, {})[key] = _committed(record, log_offset)
+
+    def apply_batch(self, batch: LogBatch) -> None:
+        if batch.is_control:
+            if batch.marker is not None:
+                self._complete(batch.producer_id, batch.marker == COMMIT_MARKER)
+            return
+        for record in batch.records:
+            if batch.is_transactional and isinstance(record, OffsetRecord):
+                self._pend(batch.producer_id, record, batch.base_offset)
+            else:
+                self.apply(record, batch.base_offset)
+
+    def _pend(self, producer_id: int, record: OffsetRecord, log_offset: int) -> None:
+        offsets = self.pending.setdefault(producer_id, {}).setdefault(record.group, {})
+        key = (record.topic, record.partition)
+        if record.offset is None:
+            offsets.pop(key, None)
+        else:
+            offsets[key] = _committed(record, log_offset)
+
+    def _complete(self, producer_id: int, commit: bool) -> None:
+        ended = self.pending.pop(producer_id, {})
+        if not commit:
+            return
+        for group_id, offsets in ended.items():
+            committed = self.offsets.setdefault(group_id, {})
+            for key, offset in offsets.items():
+                install(committed, key, offset)
+
+    def pending_for(self, group_id: str) -> dict[int, Offsets]:
+        """The open transactions' offsets of `group_id`, per producer id."""
+        return {producer_id: dict(groups[group_id])
+                for producer_id, groups in self.pending.items() if groups.get(group_id)}
 
     def group_ids(self) -> set[str]:
-        return set(self.groups) | {g for g, offsets in self.offsets.items() if offsets}
+        pending = {g for groups in self.pending.values() for g, offsets in groups.items()
+                   if offsets}
+        return (set(self.groups) | {g for g, offsets in self.offsets.items() if offsets}
+                | pending)
+
+
+def _committed(record: OffsetRecord, log_offset: int) -> CommittedOffset:
+    return CommittedOffset(record.offset, record.leader_epoch, record.metadata,
+                           record.commit_timestamp, log_offset)
 
 
 class OffsetsLog:
@@ -111,10 +171,13 @@ class OffsetsLog:
         partition = self.replicas.partitions.get((OFFSETS_TOPIC, index))
         return partition.leader_epoch if partition is not None and partition.is_leader else None
 
-    async def append(self, index: int, records: list[tuple[bytes, bytes | None]]) -> int:
-        """Append `records` as one batch and wait until it is committed (not with
-        `ack_before_replication`); the raw error."""
-        batch = build_batch(records, int(time.time() * 1000))
+    async def append(self, index: int, records: list[tuple[bytes, bytes | None]],
+                     producer_id: int = NO_PRODUCER_ID, producer_epoch: int = -1,
+                     appended: Callable[[int], None] | None = None) -> int:
+        """Append `records` as one batch (transactional for `producer_id`), tell `appended`
+        its base offset, and wait until it is committed (not with `ack_before_replication`);
+        the raw error."""
+        batch = build_batch(records, int(time.time() * 1000), producer_id, producer_epoch)
         if len(batch) > self.max_batch_bytes:
             return ErrorCode.RECORD_LIST_TOO_LARGE
         try:
@@ -122,6 +185,8 @@ class OffsetsLog:
             result = partition.append_as_leader(batch, -1)
         except BrokerError as exc:
             return exc.code
+        if appended is not None:
+            appended(result.base_offset)
         if self.ack_before_replication or partition.high_watermark > result.last_offset:
             return ErrorCode.NONE
         waiter = partition.delayed_produce.add(result.last_offset + 1)
@@ -145,10 +210,10 @@ class OffsetsLog:
             if position >= end:
                 return loaded
             data = partition.log.read(position, self.load_buffer_bytes)
-            records, next_offset = read_records(data)
+            batches, next_offset = read_batches(data)
             if next_offset is None:
                 return loaded
-            for record in records:
-                loaded.apply(record)
+            for batch in batches:
+                loaded.apply_batch(batch)
             position = next_offset
             await asyncio.sleep(0)

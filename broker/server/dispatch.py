@@ -78,6 +78,7 @@ HANDLERS: dict[int, ApiHandler] = {
     25: txn.handle_add_offsets_to_txn,
     26: txn.handle_end_txn,
     27: txn.handle_write_txn_markers,
+    28: groups.handle_txn_offset_commit,
     37: topics.handle_create_partitions,
     42: groups.handle_delete_groups,
 }

@@ -2,13 +2,16 @@
 
 FindCoordinator (group keys in `__consumer_offsets`, transactional ids in
 `__transaction_state`),
-JoinGroup, SyncGroup, Heartbeat, LeaveGroup, OffsetCommit, OffsetFetch, DescribeGroups,
-ListGroups and DeleteGroups, at the versions `broker.server.protocol.APIS` advertises.
+JoinGroup, SyncGroup, Heartbeat, LeaveGroup, OffsetCommit, TxnOffsetCommit, OffsetFetch
+(require_stable from v7), DescribeGroups, ListGroups and DeleteGroups, at the versions
+`broker.server.protocol.APIS` advertises.
 Fields a version lacks are taken as Kafka takes them (e.g. a v0 JoinGroup's rebalance
 timeout is its session timeout).
 """
 
 from __future__ import annotations
+
+from dataclasses import replace
 
 from kafka.protocol.admin import DeleteGroupsResponse, DescribeGroupsResponse, ListGroupsResponse
 from kafka.protocol.consumer import (
@@ -20,9 +23,11 @@ from kafka.protocol.consumer import (
     SyncGroupResponse,
 )
 from kafka.protocol.metadata import FindCoordinatorResponse
+from kafka.protocol.producer import TxnOffsetCommitResponse
 
 from broker.errors import ErrorCode
-from broker.group.coordinator import JoinRequest, OffsetCommit
+from broker.group.coordinator import JoinRequest
+from broker.group.offsets import OffsetCommit, TxnOffsetCommit
 from broker.group.state import GroupState
 
 __all__ = [
@@ -36,6 +41,7 @@ __all__ = [
     "handle_offset_commit",
     "handle_offset_fetch",
     "handle_sync_group",
+    "handle_txn_offset_commit",
 ]
 
 GROUP_KEY_TYPE = 0
@@ -179,11 +185,13 @@ async def handle_leave_group(context, request, version: int, header):
 # -- offsets --------------------------------------------------------------------------------
 
 
-async def handle_offset_commit(context, request, version: int, header):
+def _commits(context, topics, version: int, epoch_since: int):
+    """UNKNOWN_TOPIC_OR_PARTITION for the partitions this cluster lacks; the commits of
+    the others."""
     cache = context.replicas.metadata
     results: dict[tuple[str, int], int] = {}
     commits: dict[tuple[str, int], OffsetCommit] = {}
-    for topic in request.topics:
+    for topic in topics:
         for partition in topic.partitions:
             key = (topic.name, partition.partition_index)
             if cache.partition(*key) is None:
@@ -191,12 +199,26 @@ async def handle_offset_commit(context, request, version: int, header):
                 continue
             commits[key] = OffsetCommit(
                 partition.committed_offset,
-                partition.committed_leader_epoch if version >= 6 else -1,
+                partition.committed_leader_epoch if version >= epoch_since else -1,
                 partition.committed_metadata or "",
             )
+    return results, commits
+
+
+def _by_topic(results: dict[tuple[str, int], int], topic_class, partition_class) -> list:
+    topics: dict[str, list] = {}
+    for (name, index), code in results.items():
+        topics.setdefault(name, []).append(
+            partition_class(partition_index=index, error_code=code)
+        )
+    return [topic_class(name=name, partitions=parts) for name, parts in topics.items()]
+
+
+async def handle_offset_commit(context, request, version: int, header):
+    results, commits = _commits(context, request.topics, version, 6)
     if commits:
         results.update(
-            await context.groups.commit_offsets(
+            await context.groups.offsets.commit(
                 request.group_id,
                 request.generation_id_or_member_epoch,
                 request.member_id,
@@ -204,51 +226,72 @@ async def handle_offset_commit(context, request, version: int, header):
                 commits,
             )
         )
-    topics: dict[str, list] = {}
-    for (name, index), code in results.items():
-        topics.setdefault(name, []).append(
-            OffsetCommitResponse.OffsetCommitResponseTopic.OffsetCommitResponsePartition(
-                partition_index=index, error_code=code
-            )
-        )
+    Topic = OffsetCommitResponse.OffsetCommitResponseTopic
     return OffsetCommitResponse(
         throttle_time_ms=0,
-        topics=[
-            OffsetCommitResponse.OffsetCommitResponseTopic(name=name, partitions=parts)
-            for name, parts in topics.items()
-        ],
+        topics=_by_topic(results, Topic, Topic.OffsetCommitResponsePartition),
     )
 
 
-def _fetched(context, group_id: str, topics) -> tuple[int, dict[str, list]]:
+async def handle_txn_offset_commit(context, request, version: int, header):
+    results, commits = _commits(context, request.topics, version, 2)
+    if commits:
+        committer = TxnOffsetCommit(
+            group_id=request.group_id,
+            transactional_id=request.transactional_id,
+            producer_id=request.producer_id,
+            producer_epoch=request.producer_epoch,
+        )
+        if version >= 3:
+            committer = replace(committer, generation=request.generation_id,
+                                member_id=request.member_id,
+                                instance_id=request.group_instance_id)
+        results.update(await context.groups.offsets.commit_txn(committer, commits))
+    Topic = TxnOffsetCommitResponse.TxnOffsetCommitResponseTopic
+    return TxnOffsetCommitResponse(
+        throttle_time_ms=0,
+        topics=_by_topic(results, Topic, Topic.TxnOffsetCommitResponsePartition),
+    )
+
+
+def _fetched(context, group_id: str, topics, require_stable: bool
+             ) -> tuple[int, dict[str, list]]:
+    """The group-level error and per topic (partition, offset or None, partition error):
+    UNSTABLE_OFFSET_COMMIT, with no offset, for a partition whose commit is in flight or
+    in an open transaction when the fetch requires stable offsets."""
     wanted = None
     if topics is not None:
         wanted = [(t.name, index) for t in topics for index in t.partition_indexes]
-    code, committed = context.groups.fetch_offsets(group_id, wanted)
+    code, committed = context.groups.offsets.fetch(group_id, wanted)
     if code and wanted is not None:
         committed = dict.fromkeys(wanted)
+    unstable = context.groups.offsets.unstable(group_id, wanted) if require_stable else set()
     by_topic: dict[str, list] = {}
     for (name, index), offset in committed.items():
-        by_topic.setdefault(name, []).append((index, offset))
+        if (name, index) in unstable:
+            by_topic.setdefault(name, []).append((index, None, ErrorCode.UNSTABLE_OFFSET_COMMIT))
+        else:
+            by_topic.setdefault(name, []).append((index, offset, ErrorCode.NONE))
     return code, by_topic
 
 
 async def handle_offset_fetch(context, request, version: int, header):
+    require_stable = version >= 7 and request.require_stable
     if version >= 8:
         Group = OffsetFetchResponse.OffsetFetchResponseGroup
         Topic = Group.OffsetFetchResponseTopics
         Partition = Topic.OffsetFetchResponsePartitions
         groups = []
         for wanted in request.groups:
-            code, by_topic = _fetched(context, wanted.group_id, wanted.topics)
+            code, by_topic = _fetched(context, wanted.group_id, wanted.topics, require_stable)
             groups.append(
                 Group(
                     group_id=wanted.group_id,
                     error_code=code,
                     topics=[
                         Topic(name=name, partitions=[
-                            _partition(Partition, index, offset, ErrorCode.NONE)
-                            for index, offset in parts
+                            _partition(Partition, index, offset, partition_code)
+                            for index, offset, partition_code in parts
                         ])
                         for name, parts in by_topic.items()
                     ],
@@ -257,14 +300,14 @@ async def handle_offset_fetch(context, request, version: int, header):
         return OffsetFetchResponse(throttle_time_ms=0, groups=groups)
     Topic = OffsetFetchResponse.OffsetFetchResponseTopic
     Partition = Topic.OffsetFetchResponsePartition
-    code, by_topic = _fetched(context, request.group_id, request.topics)
-    partition_code = code if version < 2 else ErrorCode.NONE
+    code, by_topic = _fetched(context, request.group_id, request.topics, require_stable)
     return OffsetFetchResponse(
         throttle_time_ms=0,
         error_code=code,
         topics=[
             Topic(name=name, partitions=[
-                _partition(Partition, index, offset, partition_code) for index, offset in parts
+                _partition(Partition, index, offset, code if version < 2 else partition_code)
+                for index, offset, partition_code in parts
             ])
             for name, parts in by_topic.items()
         ],

@@ -62,6 +62,8 @@ from kafka.protocol.producer import (
     InitProducerIdResponse,
     ProduceRequest,
     ProduceResponse,
+    TxnOffsetCommitRequest,
+    TxnOffsetCommitResponse,
     WriteTxnMarkersRequest,
     WriteTxnMarkersResponse,
 )
@@ -119,6 +121,7 @@ APIS: dict[int, Api] = {
         Api(25, AddOffsetsToTxnRequest, AddOffsetsToTxnResponse, 0, 3),
         Api(26, EndTxnRequest, EndTxnResponse, 0, 3),
         Api(27, WriteTxnMarkersRequest, WriteTxnMarkersResponse, 1, 1),
+        Api(28, TxnOffsetCommitRequest, TxnOffsetCommitResponse, 0, 3),
         Api(37, CreatePartitionsRequest, CreatePartitionsResponse, 0, 3),
         Api(42, DeleteGroupsRequest, DeleteGroupsResponse, 0, 2),
     )

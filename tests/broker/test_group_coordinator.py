@@ -1,7 +1,8 @@
 """The group coordinator's logic on one event loop: Kafka's state machine, rebalances,
 fencing, durable commits, load and unload. The `__consumer_offsets` log is an in-memory
-stand-in (`MemoryOffsetsLog`): everything here stays in one process; the cluster tests
-run the same coordinator over real replicated partitions."""
+stand-in (`MemoryOffsetsLog`, real batches at assigned log offsets): everything here stays
+in one process; the cluster tests run the same coordinator over real replicated
+partitions."""
 
 from __future__ import annotations
 
@@ -12,7 +13,8 @@ import pytest
 
 from broker.errors import ErrorCode
 from broker.event_log import EventLog
-from broker.group.coordinator import GroupConfig, GroupCoordinator, JoinRequest, OffsetCommit
+from broker.group.coordinator import GroupConfig, GroupCoordinator, JoinRequest
+from broker.group.offsets import OffsetCommit
 from broker.group.placement import java_string_hash, partition_for
 from broker.group.records import (
     GroupRecord,
@@ -24,6 +26,7 @@ from broker.group.records import (
     group_value,
     offset_key,
     offset_value,
+    read_batches,
     read_records,
 )
 from broker.group.state import Group, GroupState, IllegalStateTransition, Member
@@ -33,26 +36,42 @@ SESSION_MS = 6000
 
 
 class MemoryOffsetsLog:
-    """Appends land in a list (or fail with `fail_with`); `load` replays the list."""
+    """Appends land as batches with log offsets assigned (or fail with `fail_with`, before
+    the append, or `fail_after_append`, after it); `load` replays them through the record
+    decoder, as the real store does."""
 
     def __init__(self) -> None:
-        self.records: list[tuple[int, bytes, bytes | None]] = []
+        self.batches: list[tuple[int, bytes]] = []  # (offsets partition, batch)
+        self.ends: dict[int, int] = {}
         self.fail_with = ErrorCode.NONE
+        self.fail_after_append = ErrorCode.NONE
         self.delay = 0.0
 
-    async def append(self, index: int, records: list[tuple[bytes, bytes | None]]) -> int:
+    def write(self, index: int, batch: bytes) -> int:
+        """Append `batch` to partition `index` at its log end; its base offset."""
+        base = self.ends.get(index, 0)
+        placed = bytearray(batch)
+        struct.pack_into(">q", placed, 0, base)
+        self.batches.append((index, bytes(placed)))
+        self.ends[index] = read_batches(batch)[1] + base
+        return base
+
+    async def append(self, index: int, records: list[tuple[bytes, bytes | None]],
+                     producer_id: int = -1, producer_epoch: int = -1, appended=None) -> int:
+        if not self.fail_with:
+            base = self.write(index, build_batch(records, 0, producer_id, producer_epoch))
+            if appended is not None:
+                appended(base)
         if self.delay:
             await asyncio.sleep(self.delay)
-        if self.fail_with:
-            return self.fail_with
-        self.records.extend((index, key, value) for key, value in records)
-        return ErrorCode.NONE
+        return self.fail_with or self.fail_after_append
 
     async def load(self, index: int, epoch: int) -> LoadedPartition:
         loaded = LoadedPartition()
-        for partition, key, value in self.records:
+        for partition, batch in self.batches:
             if partition == index:
-                loaded.apply(decode_record(key, value))
+                for found in read_batches(batch)[0]:
+                    loaded.apply_batch(found)
         return loaded
 
 
@@ -230,9 +249,9 @@ def test_stale_generation_and_unknown_members_are_fenced():
         assert coordinator.heartbeat("g", 1, "nobody", None) == ErrorCode.UNKNOWN_MEMBER_ID
         assert coordinator.heartbeat("nogroup", 1, member, None) == ErrorCode.UNKNOWN_MEMBER_ID
         commit = {("t", 0): OffsetCommit(5, -1, "")}
-        assert await coordinator.commit_offsets("g", 0, member, None, commit) == {
+        assert await coordinator.offsets.commit("g", 0, member, None, commit) == {
             ("t", 0): ErrorCode.ILLEGAL_GENERATION}
-        assert await coordinator.commit_offsets("g", 1, "nobody", None, commit) == {
+        assert await coordinator.offsets.commit("g", 1, "nobody", None, commit) == {
             ("t", 0): ErrorCode.UNKNOWN_MEMBER_ID}
         assert (await coordinator.join_group(join(member="nobody"))).error == (
             ErrorCode.UNKNOWN_MEMBER_ID)
@@ -324,7 +343,7 @@ def test_leave_group_rebalances_and_an_empty_group_is_stored():
         await asyncio.sleep(0.01)
         group = coordinator.groups["g"]
         assert group.state is GroupState.EMPTY and group.generation == 2
-        last = decode_record(store.records[-1][1], store.records[-1][2])
+        last = read_records(store.batches[-1][1])[0][-1]
         assert isinstance(last, GroupRecord) and last.generation == 2 and not last.members
     run(scenario())
 
@@ -365,21 +384,21 @@ def test_commit_is_visible_only_once_durable_and_failures_are_mapped():
         coordinator = make_coordinator(store)
         await owned(coordinator)
         store.delay = 0.05
-        pending = asyncio.ensure_future(coordinator.commit_offsets(
+        pending = asyncio.ensure_future(coordinator.offsets.commit(
             "simple", -1, "", None, {("t", 0): OffsetCommit(7, 2, "m")}))
         await asyncio.sleep(0.01)
-        assert coordinator.fetch_offsets("simple", [("t", 0)]) == (
+        assert coordinator.offsets.fetch("simple", [("t", 0)]) == (
             ErrorCode.NONE, {("t", 0): None})
         assert await pending == {("t", 0): ErrorCode.NONE}
-        offset = coordinator.fetch_offsets("simple", None)[1][("t", 0)]
+        offset = coordinator.offsets.fetch("simple", None)[1][("t", 0)]
         assert (offset.offset, offset.leader_epoch, offset.metadata) == (7, 2, "m")
         store.delay, store.fail_with = 0, ErrorCode.NOT_ENOUGH_REPLICAS
-        assert await coordinator.commit_offsets(
+        assert await coordinator.offsets.commit(
             "simple", -1, "", None, {("t", 0): OffsetCommit(9, 2, "")}) == {
             ("t", 0): ErrorCode.COORDINATOR_NOT_AVAILABLE}
-        assert coordinator.fetch_offsets("simple", [("t", 0)])[1][("t", 0)].offset == 7
+        assert coordinator.offsets.fetch("simple", [("t", 0)])[1][("t", 0)].offset == 7
         big = {("t", 1): OffsetCommit(1, -1, "x" * 5000)}
-        assert await coordinator.commit_offsets("simple", -1, "", None, big) == {
+        assert await coordinator.offsets.commit("simple", -1, "", None, big) == {
             ("t", 1): ErrorCode.OFFSET_METADATA_TOO_LARGE}
     run(scenario())
 
@@ -392,16 +411,16 @@ def test_not_coordinator_until_loaded_and_after_unloading():
         await owned(coordinator)
         member = (await coordinator.join_group(join())).member_id
         await coordinator.sync_group("g", 1, member, None, None, None, {member: b"a"})
-        await coordinator.commit_offsets("g", 1, member, None, {("t", 0): OffsetCommit(3, -1, "")})
+        await coordinator.offsets.commit("g", 1, member, None, {("t", 0): OffsetCommit(3, -1, "")})
         coordinator.on_resign(0)
         assert coordinator.heartbeat("g", 1, member, None) == ErrorCode.NOT_COORDINATOR
-        assert coordinator.fetch_offsets("g", None)[0] == ErrorCode.NOT_COORDINATOR
+        assert coordinator.offsets.fetch("g", None)[0] == ErrorCode.NOT_COORDINATOR
         successor = make_coordinator(store)
         await owned(successor)
         group = successor.groups["g"]
         assert group.state is GroupState.STABLE and group.generation == 1
         assert successor.heartbeat("g", 1, member, None) == ErrorCode.NONE
-        assert successor.fetch_offsets("g", [("t", 0)])[1][("t", 0)].offset == 3
+        assert successor.offsets.fetch("g", [("t", 0)])[1][("t", 0)].offset == 3
     run(scenario())
 
 
@@ -412,7 +431,7 @@ def test_describe_list_and_delete_groups():
         await owned(coordinator)
         member = (await coordinator.join_group(join())).member_id
         await coordinator.sync_group("g", 1, member, None, None, None, {member: b"a"})
-        await coordinator.commit_offsets("g", 1, member, None, {("t", 0): OffsetCommit(3, -1, "")})
+        await coordinator.offsets.commit("g", 1, member, None, {("t", 0): OffsetCommit(3, -1, "")})
         assert coordinator.describe_group("g")[1].state is GroupState.STABLE
         assert coordinator.describe_group("unknown") == (ErrorCode.NONE, None)
         assert [g.group_id for g in coordinator.list_groups()[1]] == ["g"]
