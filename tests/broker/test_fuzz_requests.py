@@ -48,7 +48,7 @@ from kafka.protocol.metadata import (
     FindCoordinatorRequest,
     MetadataRequest,
 )
-from kafka.protocol.producer import InitProducerIdRequest, ProduceRequest
+from kafka.protocol.producer import InitProducerIdRequest, ProduceRequest, TxnOffsetCommitRequest
 
 from tests.support.batches import make_batch, values_of
 from tests.support.brokers import BrokerCluster
@@ -150,12 +150,23 @@ def offset_commit(version: int, sharp: bool):
                                                committed_metadata="")])])
 
 
+def txn_offset_commit(version: int, sharp: bool):
+    Topic = TxnOffsetCommitRequest.TxnOffsetCommitRequestTopic
+    return TxnOffsetCommitRequest[version](
+        transactional_id="fuzz-txn", group_id="fuzz-group" if sharp else GROUP, producer_id=1,
+        producer_epoch=0, generation_id=-1, member_id="", group_instance_id=None,
+        topics=[Topic(name=DATA if sharp else ABSENT + "txn-commit", partitions=[
+            Topic.TxnOffsetCommitRequestPartition(partition_index=0, committed_offset=1,
+                                                  committed_leader_epoch=-1,
+                                                  committed_metadata="")])])
+
+
 def offset_fetch(version: int, sharp: bool):
     if version >= 8:
         Group = OffsetFetchRequest.OffsetFetchRequestGroup
-        return OffsetFetchRequest[version](require_stable=False, groups=[Group(
+        return OffsetFetchRequest[version](require_stable=True, groups=[Group(
             group_id=GROUP, member_id=None, member_epoch=-1, topics=None)])
-    return OffsetFetchRequest[version](group_id=GROUP, topics=None, require_stable=False)
+    return OffsetFetchRequest[version](group_id=GROUP, topics=None, require_stable=True)
 
 
 def find_coordinator(version: int, sharp: bool):
@@ -212,7 +223,8 @@ BUILDERS = {0: produce, 1: fetch, 2: list_offsets, 3: metadata, 8: offset_commit
             9: offset_fetch, 10: find_coordinator, 11: join_group, 12: heartbeat,
             13: leave_group, 14: sync_group, 15: describe_groups, 16: list_groups,
             18: api_versions, 19: create_topics, 22: init_producer_id,
-            23: offset_for_leader_epoch, 37: create_partitions, 42: delete_groups}
+            23: offset_for_leader_epoch, 28: txn_offset_commit, 37: create_partitions,
+            42: delete_groups}
 
 
 # -- mutations ------------------------------------------------------------------------------
