@@ -83,11 +83,11 @@ def produce(port: int, topic: str, records: bytes, acks: int = -1, partition: in
 def test_api_versions_advertises_only_implemented_apis(single):
     response = call(single.brokers[1].port, ApiVersionsRequest(), ApiVersionsResponse, 3)
     versions = {k.api_key: (k.min_version, k.max_version) for k in response.api_keys}
-    assert set(versions) == {0, 1, 2, 3, 8, 9, 10, 11, 12, 13, 14, 15, 16, 18, 19, 22, 23, 37,
-                             42}
+    assert set(versions) == {0, 1, 2, 3, 8, 9, 10, 11, 12, 13, 14, 15, 16, 18, 19, 22, 23, 24,
+                             25, 26, 27, 28, 37, 42}
     assert versions[0][0] == 0
     assert versions[10] == (0, 4) and versions[11] == (0, 9)
-    assert 24 not in versions and 26 not in versions  # no transaction APIs yet
+    assert versions[28] == (0, 3)
 
 
 def test_api_versions_unsupported_version_gets_v0_error_response(single):
