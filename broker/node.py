@@ -185,6 +185,8 @@ class BrokerNode:
                 log_cleaner_backoff_ms=config.log_cleaner_backoff_ms,
                 log_cleaner_delete_retention_ms=config.log_cleaner_delete_retention_ms,
                 log_cleaner_min_cleanable_ratio=config.log_cleaner_min_cleanable_ratio,
+                debug_skip_epoch_fencing=config.debug_skip_epoch_fencing,
+                debug_read_uncommitted_leak=config.debug_read_uncommitted_leak,
             ),
             self.logs,
             self.zk,

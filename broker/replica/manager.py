@@ -58,6 +58,8 @@ class ReplicaSettings:
     log_cleaner_backoff_ms: int = 15000
     log_cleaner_delete_retention_ms: int = 86400000
     log_cleaner_min_cleanable_ratio: float = 0.5
+    debug_skip_epoch_fencing: bool = False  # kchaos.debug.skip-epoch-fencing
+    debug_read_uncommitted_leak: bool = False  # kchaos.debug.read-uncommitted-leak
 
     @property
     def cleaner(self) -> CleanerConfig:
@@ -295,7 +297,9 @@ class ReplicaManager:
         partition_log = self.logs.get_or_create(topic, index)
         hw = self._checkpointed_hw.get((topic, index), 0)
         partition = Partition(
-            topic, index, partition_log, self.broker_id, hw, self._write_isr, min_isr
+            topic, index, partition_log, self.broker_id, hw, self._write_isr, min_isr,
+            skip_epoch_fencing=self.settings.debug_skip_epoch_fencing,
+            read_uncommitted_leak=self.settings.debug_read_uncommitted_leak,
         )
         self.partitions[(topic, index)] = partition
         return partition

@@ -9,6 +9,16 @@ flight the HW is computed over the union of the old and proposed ISR, so it neve
 counts a replica out before ZooKeeper agrees.
 
 As follower: appends what the fetcher brings and keeps HW = min(leader HW, LEO).
+
+Transactions (KIP-98): the log keeps the producer state (dedup, epochs, open transactions)
+and the aborted-transaction index, on leaders and followers alike; the leader appends
+transaction markers (`append_txn_marker`) and serves the last stable offset (LSO) to
+read_committed consumers with the aborted transactions of what they read (`fetch`).
+Two seeded defects live here: `skip_epoch_fencing` (kchaos.debug.skip-epoch-fencing)
+accepts produce batches and markers of older producer epochs instead of answering
+INVALID_PRODUCER_EPOCH; `read_uncommitted_leak` (kchaos.debug.read-uncommitted-leak) serves
+a read_committed fetch up to the HW with no aborted transactions and the HW as its LSO, so
+read_committed consumers see aborted and still-open transactional records.
 No ZooKeeper or sockets here: pure state plus the partition's log.
 """
 
@@ -19,18 +29,22 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from broker.errors import BrokerError, ErrorCode
-from broker.replica.producer_state import ProducerBatch, ProducerStateTable
 from broker.replica.purgatory import DelayedProduce, FetchWaiters
-from broker.storage import BatchHeader, iter_batch_headers
+from broker.storage import ProducerStateManager, end_offset
 from broker.storage.errors import (
+    CoordinatorFencedError,
     CorruptRecordError,
+    DuplicateSequenceError,
+    InvalidProducerEpochError,
     InvalidRecordError,
+    InvalidTxnStateError,
     OffsetOutOfRangeError,
+    OutOfOrderSequenceError,
     StaleLeaderEpochError,
     StorageError,
 )
 
-__all__ = ["AppendResult", "FollowerState", "IsrWriter", "Partition", "now_ms"]
+__all__ = ["AppendResult", "FetchedRecords", "FollowerState", "IsrWriter", "Partition", "now_ms"]
 
 IsrWriter = Callable[["Partition", frozenset[int]], None]
 
@@ -55,6 +69,37 @@ class AppendResult:
     log_start_offset: int
 
 
+@dataclass(frozen=True, slots=True)
+class FetchedRecords:
+    """What a fetch of one partition answers: the batches and the offsets around them;
+    `aborted_transactions` (producer id, first offset) only for read_committed."""
+
+    records: bytes
+    high_watermark: int
+    last_stable_offset: int
+    log_start_offset: int
+    aborted_transactions: list[tuple[int, int]] | None
+
+
+# Storage errors as Kafka error codes, most specific first.
+STORAGE_ERRORS: tuple[tuple[type[StorageError], ErrorCode], ...] = (
+    (InvalidProducerEpochError, ErrorCode.INVALID_PRODUCER_EPOCH),
+    (OutOfOrderSequenceError, ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER),
+    (DuplicateSequenceError, ErrorCode.DUPLICATE_SEQUENCE_NUMBER),
+    (InvalidTxnStateError, ErrorCode.INVALID_TXN_STATE),
+    (CoordinatorFencedError, ErrorCode.TRANSACTION_COORDINATOR_FENCED),
+    (CorruptRecordError, ErrorCode.CORRUPT_MESSAGE),
+    (InvalidRecordError, ErrorCode.INVALID_RECORD),
+    (StaleLeaderEpochError, ErrorCode.NOT_LEADER_OR_FOLLOWER),
+    (StorageError, ErrorCode.KAFKA_STORAGE_ERROR),
+)
+
+
+def broker_error(exc: StorageError) -> BrokerError:
+    code = next(code for kind, code in STORAGE_ERRORS if isinstance(exc, kind))
+    return BrokerError(code, str(exc))
+
+
 class Partition:
     """One topic-partition replica hosted by this broker."""
 
@@ -67,6 +112,9 @@ class Partition:
         high_watermark: int,
         isr_writer: IsrWriter,
         min_insync_replicas: int = 1,
+        *,
+        skip_epoch_fencing: bool = False,
+        read_uncommitted_leak: bool = False,
     ) -> None:
         self.topic = topic
         self.index = index
@@ -83,7 +131,8 @@ class Partition:
         self.leader_epoch_start_offset = 0
         self.high_watermark = min(high_watermark, log.log_end_offset)
         self.min_insync_replicas = min_insync_replicas
-        self.producers = ProducerStateTable()
+        self.skip_epoch_fencing = skip_epoch_fencing
+        self.read_uncommitted_leak = read_uncommitted_leak
         self.delayed_produce = DelayedProduce()
         self.fetch_waiters = FetchWaiters()
         self._isr_writer = isr_writer
@@ -104,6 +153,17 @@ class Partition:
     @property
     def log_end_offset(self) -> int:
         return self.log.log_end_offset
+
+    @property
+    def producers(self) -> ProducerStateManager:
+        """The producer state, owned by the log."""
+        return self.log.producer_state
+
+    @property
+    def last_stable_offset(self) -> int:
+        """min(HW, first offset of a transaction that is open or whose marker is not yet
+        below the HW)."""
+        return self.log.last_stable_offset(self.high_watermark)
 
     # -- role changes ---------------------------------------------------------------
 
@@ -172,6 +232,38 @@ class Partition:
     # -- appends --------------------------------------------------------------------
 
     def append_as_leader(self, records: bytes, required_acks: int) -> AppendResult:
+        """Append a producer's (or a coordinator's) batches. A lone retried batch is
+        answered with its original offsets; producer-state refusals become Kafka's errors
+        (INVALID_PRODUCER_EPOCH, OUT_OF_ORDER_SEQUENCE_NUMBER, INVALID_TXN_STATE, ...)."""
+        self._check_appendable(required_acks)
+        try:
+            info = self.log.append_as_leader(
+                records, self.leader_epoch, not self.skip_epoch_fencing, from_client=True)
+        except StorageError as exc:
+            raise broker_error(exc) from exc
+        if not info.duplicate:
+            self._appended()
+        return AppendResult(
+            info.first_offset, info.last_offset, info.log_append_time, self.log.log_start_offset
+        )
+
+    def append_txn_marker(self, producer_id: int, producer_epoch: int, commit: bool,
+                          coordinator_epoch: int) -> AppendResult:
+        """Write the marker ending `producer_id`'s transaction here (leader only, with the
+        checks of an acks=-1 produce). INVALID_PRODUCER_EPOCH for an epoch below the
+        producer's, TRANSACTION_COORDINATOR_FENCED for a coordinator epoch below the last
+        one seen for it; an abort is indexed. The caller waits on `delayed_produce`."""
+        self._check_appendable(-1)
+        try:
+            info = self.log.append_txn_marker(producer_id, producer_epoch, commit,
+                                              coordinator_epoch, self.leader_epoch,
+                                              not self.skip_epoch_fencing)
+        except StorageError as exc:
+            raise broker_error(exc) from exc
+        self._appended()
+        return AppendResult(info.first_offset, info.last_offset, -1, self.log.log_start_offset)
+
+    def _check_appendable(self, required_acks: int) -> None:
         if not self.is_leader:
             raise BrokerError(ErrorCode.NOT_LEADER_OR_FOLLOWER)
         if required_acks == -1 and len(self.isr) < self.min_insync_replicas:
@@ -179,61 +271,60 @@ class Partition:
                 ErrorCode.NOT_ENOUGH_REPLICAS,
                 f"ISR {sorted(self.isr)} < min.insync.replicas={self.min_insync_replicas}",
             )
-        try:
-            headers = list(iter_batch_headers(records))
-            batches = [ProducerBatch.of(header) for header in headers]
-            if len(batches) == 1 and batches[0].producer_id >= 0:
-                duplicate = self.producers.check(batches[0])
-                if duplicate is not None:
-                    return AppendResult(duplicate.base_offset, duplicate.last_offset, -1,
-                                        self.log.log_start_offset)
-            else:
-                for batch in batches:
-                    if self.producers.check(batch) is not None:
-                        raise BrokerError(ErrorCode.DUPLICATE_SEQUENCE_NUMBER)
-            info = self.log.append_as_leader(records, self.leader_epoch)
-        except CorruptRecordError as exc:
-            raise BrokerError(ErrorCode.CORRUPT_MESSAGE, str(exc)) from exc
-        except InvalidRecordError as exc:
-            raise BrokerError(ErrorCode.INVALID_RECORD, str(exc)) from exc
-        except StaleLeaderEpochError as exc:
-            raise BrokerError(ErrorCode.NOT_LEADER_OR_FOLLOWER, str(exc)) from exc
-        except StorageError as exc:
-            raise BrokerError(ErrorCode.KAFKA_STORAGE_ERROR, str(exc)) from exc
-        self._record_producers(headers, info.first_offset)
+
+    def _appended(self) -> None:
         self.fetch_waiters.notify()
         self._maybe_increment_hw()
-        return AppendResult(
-            info.first_offset, info.last_offset, info.log_append_time, self.log.log_start_offset
-        )
-
-    def _record_producers(self, headers: list[BatchHeader], first_offset: int) -> None:
-        base = first_offset
-        for header in headers:
-            if header.producer_id >= 0:
-                self.producers.record(ProducerBatch.of(header, base))
-            base += header.last_offset_delta + 1
 
     def append_as_follower(self, records: bytes, leader_high_watermark: int) -> None:
         if records:
             self.log.append_as_follower(records)
-            for header in iter_batch_headers(records, partial_tail_ok=True):
-                self.producers.record(ProducerBatch.of(header))
-        self.high_watermark = max(
+        high_watermark = max(
             self.high_watermark, min(leader_high_watermark, self.log.log_end_offset)
         )
+        if high_watermark != self.high_watermark:
+            self.high_watermark = high_watermark
+            self.log.on_high_watermark(high_watermark)
 
     def truncate_to(self, offset: int) -> None:
         if offset < self.log.log_end_offset:
             self.log.truncate_to(offset)
-            self.producers.truncate_to(offset)
         self.high_watermark = min(self.high_watermark, self.log.log_end_offset)
 
     # -- reads ----------------------------------------------------------------------
 
     def read(self, offset: int, max_bytes: int, replica_id: int) -> bytes:
         """Batches from `offset`: up to the LEO for a follower, the HW for a consumer."""
-        limit = None if replica_id >= 0 else self.high_watermark
+        return self._read(offset, max_bytes, None if replica_id >= 0 else self.high_watermark)
+
+    def fetch(self, offset: int, max_bytes: int, replica_id: int,
+              read_committed: bool = False) -> FetchedRecords:
+        """A Fetch of this partition: followers read up to the LEO, read_uncommitted
+        consumers up to the HW, read_committed ones up to the LSO with the aborted
+        transactions overlapping what they got (Kafka's: marker at or after `offset`, first
+        offset before the end of the batches returned)."""
+        high_watermark = self.high_watermark
+        committed = read_committed and replica_id < 0
+        if committed and self.read_uncommitted_leak:
+            records = self._read(offset, max_bytes, high_watermark)
+            return FetchedRecords(records, high_watermark, high_watermark,
+                                  self.log.log_start_offset, [])
+        stable = self.last_stable_offset
+        limit = None if replica_id >= 0 else stable if committed else high_watermark
+        records = self._read(offset, max_bytes, limit)
+        aborted = None
+        if committed:
+            end = end_offset(records)
+            aborted = ([] if end is None
+                       else self.log.collect_aborted_transactions(offset, end))
+        return FetchedRecords(records, high_watermark, stable, self.log.log_start_offset,
+                              aborted)
+
+    def _read(self, offset: int, max_bytes: int, limit: int | None) -> bytes:
+        """Whole batches from `offset` below `limit` (None: the LEO); nothing for a
+        `max_bytes` of 0 or less (a fetch whose byte budget other partitions used up)."""
+        if max_bytes <= 0:
+            return b""
         end = self.log.log_end_offset
         if offset > end or offset < self.log.log_start_offset:
             raise BrokerError(
@@ -319,6 +410,7 @@ class Partition:
                     new_hw = leo
         if new_hw > self.high_watermark:
             self.high_watermark = new_hw
+            self.log.on_high_watermark(new_hw)
             self.delayed_produce.complete_up_to(new_hw, self._produce_outcome)
             self.fetch_waiters.notify()
 

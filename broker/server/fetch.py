@@ -1,10 +1,12 @@
-"""Fetch: consumers read up to the high watermark, followers (replica_id >= 0) up to the LEO.
+"""Fetch: consumers read up to the high watermark (isolation_level 0, read_uncommitted) or
+the last stable offset with the aborted transactions of what they read (1,
+read_committed); followers (replica_id >= 0) read up to the LEO. Every answer carries the LSO.
 
 A follower's fetch offset is its log end offset: the leader records it (which may move
 the high watermark and expand the ISR) before reading. If fewer than `min_bytes` are
 available the request parks in the partitions' fetch purgatory until new data or a
-high-watermark change arrives or `max_wait_ms` passes. No fetch sessions: the response
-always carries session id 0, so clients send full requests.
+high-watermark change (which is what moves the LSO) arrives or `max_wait_ms` passes. No
+fetch sessions: the response always carries session id 0, so clients send full requests.
 """
 
 from __future__ import annotations
@@ -18,6 +20,8 @@ __all__ = ["handle"]
 
 TopicResponse = FetchResponse.FetchableTopicResponse
 PartitionData = TopicResponse.PartitionData
+AbortedTransaction = PartitionData.AbortedTransaction
+READ_COMMITTED = 1
 
 
 async def handle(context, request, version: int, header):
@@ -42,7 +46,8 @@ async def handle(context, request, version: int, header):
                 and part.current_leader_epoch in (-1, partition.leader_epoch)
             ):
                 partition.update_follower(replica_id, part.fetch_offset)
-    results, total = _read_all(context, wanted, replica_id, request.max_bytes)
+    committed = request.isolation_level == READ_COMMITTED
+    results, total = _read_all(context, wanted, replica_id, request.max_bytes, committed)
     if total < max(request.min_bytes, 1) and request.max_wait_ms > 0 and not _has_errors(results):
         waiters = [
             p.fetch_waiters
@@ -51,7 +56,8 @@ async def handle(context, request, version: int, header):
         ]
         if waiters:
             await wait_any(waiters, request.max_wait_ms / 1000)
-            results, total = _read_all(context, wanted, replica_id, request.max_bytes)
+            results, total = _read_all(context, wanted, replica_id, request.max_bytes,
+                                       committed)
     by_topic: dict[str, list] = {}
     for name, data in results:
         by_topic.setdefault(name, []).append(data)
@@ -67,13 +73,14 @@ def _has_errors(results) -> bool:
     return any(data.error_code != ErrorCode.NONE for _, data in results)
 
 
-def _read_all(context, wanted, replica_id: int, max_bytes: int):
+def _read_all(context, wanted, replica_id: int, max_bytes: int, committed: bool):
     results = []
     total = 0
     for name, part in wanted:
         budget = min(part.partition_max_bytes, max(max_bytes - total, 0))
         data = _read_one(
-            context, name, part, replica_id, budget if total else part.partition_max_bytes
+            context, name, part, replica_id, budget if total else part.partition_max_bytes,
+            committed,
         )
         if data.records:
             total += len(data.records)
@@ -81,12 +88,12 @@ def _read_all(context, wanted, replica_id: int, max_bytes: int):
     return results, total
 
 
-def _read_one(context, name: str, part, replica_id: int, max_bytes: int):
+def _read_one(context, name: str, part, replica_id: int, max_bytes: int, committed: bool):
     try:
         partition = context.replicas.leader_partition(
             name, part.partition, part.current_leader_epoch
         )
-        records = partition.read(part.fetch_offset, max_bytes, replica_id) if max_bytes > 0 else b""
+        fetched = partition.fetch(part.fetch_offset, max_bytes, replica_id, committed)
     except BrokerError as exc:
         return PartitionData(
             partition_index=part.partition,
@@ -98,13 +105,17 @@ def _read_one(context, name: str, part, replica_id: int, max_bytes: int):
             preferred_read_replica=-1,
             records=b"",
         )
+    aborted = fetched.aborted_transactions
     return PartitionData(
         partition_index=part.partition,
         error_code=ErrorCode.NONE,
-        high_watermark=partition.high_watermark,
-        last_stable_offset=partition.high_watermark,
-        log_start_offset=partition.log.log_start_offset,
-        aborted_transactions=None,
+        high_watermark=fetched.high_watermark,
+        last_stable_offset=fetched.last_stable_offset,
+        log_start_offset=fetched.log_start_offset,
+        aborted_transactions=None if aborted is None else [
+            AbortedTransaction(producer_id=producer_id, first_offset=first_offset)
+            for producer_id, first_offset in aborted
+        ],
         preferred_read_replica=-1,
-        records=records,
+        records=fetched.records,
     )

@@ -1,7 +1,8 @@
 """ListOffsets (latest, earliest, by timestamp) and OffsetForLeaderEpoch (KIP-101/KIP-279).
 
-Consumers see "latest" as the high watermark; a replica (replica_id >= 0) sees the log
-end offset, which the follower fetcher uses after OFFSET_OUT_OF_RANGE.
+Consumers see "latest" as the high watermark, or with isolation_level 1 (read_committed,
+v2+) as the last stable offset; a replica (replica_id >= 0) sees the log end offset, which
+the follower fetcher uses after OFFSET_OUT_OF_RANGE.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ __all__ = ["handle_list_offsets", "handle_offset_for_leader_epoch"]
 
 LATEST = -1
 EARLIEST = -2
+READ_COMMITTED = 1
 
 ListTopic = ListOffsetsResponse.ListOffsetsTopicResponse
 ListPartition = ListTopic.ListOffsetsPartitionResponse
@@ -30,7 +32,9 @@ async def handle_list_offsets(context, request, version: int, header):
                 partition = context.replicas.leader_partition(
                     topic.name, part.partition_index, part.current_leader_epoch
                 )
-                offset, timestamp = _lookup(partition, part.timestamp, request.replica_id)
+                committed = version >= 2 and request.isolation_level == READ_COMMITTED
+                offset, timestamp = _lookup(partition, part.timestamp, request.replica_id,
+                                            committed)
                 parts.append(
                     ListPartition(
                         partition_index=part.partition_index,
@@ -54,15 +58,20 @@ async def handle_list_offsets(context, request, version: int, header):
     return ListOffsetsResponse(throttle_time_ms=0, topics=topics)
 
 
-def _lookup(partition, timestamp: int, replica_id: int) -> tuple[int, int]:
+def _lookup(partition, timestamp: int, replica_id: int, committed: bool) -> tuple[int, int]:
+    """(offset, timestamp) for a consumer, whose log ends at the LSO (read_committed) or
+    the HW, or for a replica, whose log ends at the LEO."""
     if timestamp == LATEST:
-        return (partition.log_end_offset if replica_id >= 0 else partition.high_watermark), -1
+        if replica_id >= 0:
+            return partition.log_end_offset, -1
+        return (partition.last_stable_offset if committed else partition.high_watermark), -1
     if timestamp == EARLIEST:
         return partition.log.log_start_offset, -1
     if timestamp < 0:
         raise BrokerError(ErrorCode.UNSUPPORTED_VERSION, f"timestamp spec {timestamp}")
     offset = partition.log.offset_for_timestamp(timestamp)
-    if offset is None or offset >= partition.high_watermark:
+    end = partition.last_stable_offset if committed else partition.high_watermark
+    if offset is None or offset >= end:
         return -1, -1
     return offset, timestamp
 

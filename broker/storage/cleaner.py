@@ -29,13 +29,15 @@ is kept when it is the last batch of its producer id in the cleaned range (idemp
 producer state survives) or the last batch of the group (so that a segment still ends where
 the next begins: the recovery rule that cuts segments following a short one stays sound).
 Control batches and transactional batches are copied as they are and their records are
-left out of the offset map (an aborted value must not hide a committed one; transactions
-come later); so are batches whose codec is not installed.
+left out of the offset map (an aborted value must not hide a committed one); so are batches
+whose codec is not installed. Markers and transactional data are therefore never removed
+(Kafka removes aborted data and, later, markers; we keep both), so every aborted-transaction
+entry stays true: a group's `.txnindex` is the concatenation of its segments' entries.
 
 Crash safety: `complete_interrupted_swaps` runs before a log is opened. A `.swap` file is
 complete by construction (fsynced before the rename), so the swap is finished: the segments
-whose base offset lies inside its range are deleted, its index is dropped (the segment's
-index is rebuilt by recovery) and it takes the place of its first segment. Leftover
+whose base offset lies inside its range are deleted, its offset and transaction indexes are
+dropped (recovery rebuilds both) and it takes the place of its first segment. Leftover
 `.cleaned` files are deleted by the log's stray-file sweep; the old segments are intact.
 """
 
@@ -82,6 +84,7 @@ from .records import (
     scan,
 )
 from .segment import MAX_RELATIVE_OFFSET, LogSegment, log_file_name, parse_base_offset
+from .txn_index import AbortedTxn, TransactionIndex, txn_index_path
 
 if TYPE_CHECKING:
     from .log import PartitionLog
@@ -178,11 +181,13 @@ class CleaningResult:
 
 @dataclass
 class Source:
-    """A planned segment: the object the log held, its size then, a private descriptor."""
+    """A planned segment: the object the log held, its size and aborted transactions
+    then, a private descriptor."""
 
     segment: LogSegment
     size: int
     fd: int
+    aborted: list[AbortedTxn]
     largest_timestamp: int = -1
 
 
@@ -220,7 +225,8 @@ def plan_cleaning(log: PartitionLog, high_watermark: int | None,
         return None
     end_offset = log.segments[len(cleanable)].base_offset
     max_bytes = config.max_segment_bytes or log.config.segment_bytes
-    sources = [Source(s, s.size, os.open(s.log_path, os.O_RDONLY)) for s in cleanable]
+    sources = [Source(s, s.size, os.open(s.log_path, os.O_RDONLY), list(s.txn_index.entries))
+               for s in cleanable]
     ends = [s.base_offset for s in log.segments[1:len(cleanable) + 1]]
     return Plan(log, group_segments(sources, ends, max_bytes), end_offset)
 
@@ -411,11 +417,11 @@ class Cleaned:
     bytes_after: int = 0
 
     def path(self, kind: str, suffix: str = "") -> Path:
-        """`kind` is "log" or "index"."""
+        """`kind` is "log", "index" or "txnindex"."""
         return self.directory / f"{self.base_offset:020d}.{kind}{suffix}"
 
     def discard(self) -> None:
-        for kind in ("log", "index"):
+        for kind in ("log", "index", "txnindex"):
             self.path(kind, CLEANED_SUFFIX).unlink(missing_ok=True)
 
 
@@ -443,7 +449,8 @@ def write_cleaned(plan: Plan, config: CleanerConfig, now_ms: int,
 
 def write_group(group: list[Source], out: Cleaned, offsets: OffsetMap, config: CleanerConfig,
                 now_ms: int, index_interval_bytes: int) -> None:
-    """Write the kept batches of `group` and their sparse index (the rule of appends)."""
+    """Write the kept batches of `group`, their sparse index (the rule of appends) and,
+    if the group has aborted transactions, its transaction index."""
     index = OffsetIndex.create(out.path("index", CLEANED_SUFFIX), out.base_offset)
     fd = os.open(out.path("log", CLEANED_SUFFIX), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
     try:
@@ -475,6 +482,10 @@ def write_group(group: list[Source], out: Cleaned, offsets: OffsetMap, config: C
     finally:
         os.close(fd)
         index.close()
+    aborted = [entry for source in group for entry in source.aborted]
+    if aborted:
+        TransactionIndex(out.path("txnindex"), aborted).write_to(
+            out.path("txnindex", CLEANED_SUFFIX))
     os.utime(out.path("log", CLEANED_SUFFIX), ns=(mtime_ns, mtime_ns))
 
 
@@ -515,11 +526,15 @@ def install(plan: Plan, outputs: list[Cleaned], on_step: StepHook | None = None
 
 def swap_in(group: list[Source], output: Cleaned, index_interval_bytes: int,
             on_step: StepHook | None) -> LogSegment:
-    """Commit one group: `.cleaned` -> `.swap` (from here the swap wins), delete the other
-    segments, then the swap files replace the first segment's files."""
+    """Commit one group: `.cleaned` -> `.swap` (the log's rename is the commit point),
+    delete the other segments, then the swap files replace the first segment's files."""
     step = on_step or (lambda _: None)
     directory = output.directory
+    has_txn_index = output.path("txnindex", CLEANED_SUFFIX).exists()
     os.replace(output.path("index", CLEANED_SUFFIX), output.path("index", SWAP_SUFFIX))
+    if has_txn_index:
+        os.replace(output.path("txnindex", CLEANED_SUFFIX),
+                   output.path("txnindex", SWAP_SUFFIX))
     os.replace(output.path("log", CLEANED_SUFFIX), output.path("log", SWAP_SUFFIX))
     fsync_dir(directory)
     step("swap")
@@ -528,6 +543,10 @@ def swap_in(group: list[Source], output: Cleaned, index_interval_bytes: int,
         step("deleted")
     group[0].segment.close()
     os.replace(output.path("index", SWAP_SUFFIX), output.path("index"))
+    if has_txn_index:
+        os.replace(output.path("txnindex", SWAP_SUFFIX), output.path("txnindex"))
+    else:
+        output.path("txnindex").unlink(missing_ok=True)
     os.replace(output.path("log", SWAP_SUFFIX), output.path("log"))
     fsync_dir(directory)
     step("replaced")
@@ -551,6 +570,8 @@ def complete_interrupted_swaps(directory: Path) -> None:
                 LogSegment.remove_files(directory, other)
         (directory / f"{base:020d}.index").unlink(missing_ok=True)
         (directory / f"{base:020d}.index{SWAP_SUFFIX}").unlink(missing_ok=True)
+        txn_index_path(directory, base).unlink(missing_ok=True)
+        (directory / f"{base:020d}.txnindex{SWAP_SUFFIX}").unlink(missing_ok=True)
         os.replace(swap, directory / log_file_name(base))
     if swaps:
         fsync_dir(directory)

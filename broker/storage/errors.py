@@ -6,16 +6,28 @@
     ├── OffsetOutOfRangeError       a read outside [log_start_offset, log_end_offset]
     ├── UnexpectedAppendOffsetError a follower batch does not start at the log end offset
     ├── StaleLeaderEpochError       a leader append with an epoch older than the log's latest
+    ├── ProducerStateError          a leader append the producer state refuses
+    │   ├── InvalidProducerEpochError   a batch or marker from an older producer epoch
+    │   ├── OutOfOrderSequenceError     a sequence gap, or a new epoch not starting at 0
+    │   ├── DuplicateSequenceError      a retried batch among others in one append
+    │   ├── InvalidTxnStateError        a non-transactional batch inside an open transaction
+    │   └── CoordinatorFencedError      a marker from an older transaction coordinator epoch
     ├── CheckpointError             a checkpoint file is malformed (names the file and line)
     └── LogDirInUseError            another LogManager holds the lock of a log dir
 """
 
 __all__ = [
     "CheckpointError",
+    "CoordinatorFencedError",
     "CorruptRecordError",
+    "DuplicateSequenceError",
+    "InvalidProducerEpochError",
     "InvalidRecordError",
+    "InvalidTxnStateError",
     "LogDirInUseError",
     "OffsetOutOfRangeError",
+    "OutOfOrderSequenceError",
+    "ProducerStateError",
     "StaleLeaderEpochError",
     "StorageError",
     "UnexpectedAppendOffsetError",
@@ -44,6 +56,31 @@ class UnexpectedAppendOffsetError(StorageError):
 
 class StaleLeaderEpochError(StorageError):
     """A leader append carrying an epoch below the latest one in the leader-epoch cache."""
+
+
+class ProducerStateError(StorageError):
+    """A leader append refused by the producer state (Kafka's ProducerAppendInfo checks)."""
+
+
+class InvalidProducerEpochError(ProducerStateError):
+    """A batch or marker carrying an epoch below the producer's current one."""
+
+
+class OutOfOrderSequenceError(ProducerStateError):
+    """A batch whose base sequence does not follow the producer's last one."""
+
+
+class DuplicateSequenceError(ProducerStateError):
+    """A batch already in the log, sent with other batches (only a lone one is answered
+    with its original offsets)."""
+
+
+class InvalidTxnStateError(ProducerStateError):
+    """A non-transactional batch from a producer whose transaction is open here."""
+
+
+class CoordinatorFencedError(ProducerStateError):
+    """A marker whose coordinator epoch is below the last one seen for its producer."""
 
 
 class CheckpointError(StorageError):

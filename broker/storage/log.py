@@ -14,18 +14,26 @@ from .checkpoints import fsync_dir
 from .cleaner import CleanerConfig, CleaningResult, clean_log, complete_interrupted_swaps
 from .epoch_cache import LeaderEpochCache
 from .errors import (
+    DuplicateSequenceError,
     InvalidRecordError,
     OffsetOutOfRangeError,
     StaleLeaderEpochError,
     UnexpectedAppendOffsetError,
 )
+from .markers import build_marker_batch
+from .producer_replay import load_producer_state, stage_batch
+from .producer_snapshot import delete_snapshot, snapshot_offsets, write_snapshot
+from .producer_state import ProducerAppend, ProducerStateManager
 from .records import (
+    CONTROL_MASK,
+    H_ATTRS,
     H_BASE,
     H_COUNT,
     H_DELTA,
     H_EPOCH,
     H_LENGTH,
     H_MAX_TS,
+    H_PID,
     LOG_OVERHEAD,
     check_leader_batch,
     patch,
@@ -68,14 +76,21 @@ class AppendInfo:
     record_count: int
     max_timestamp: int
     log_append_time: int = -1
+    duplicate: bool = False  # a retried producer batch: its offsets from the first time
 
 
 class PartitionLog:
-    """Segments `<20-digit base offset>.log`/`.index` plus `leader-epoch-checkpoint`.
+    """Segments `<20-digit base offset>.log`/`.index`/`.txnindex`, `leader-epoch-checkpoint`
+    and producer-state snapshots `<20-digit offset>.snapshot`.
 
     Thread-safe (one lock, `lock`); appends parse batch headers only and never decode
-    records. Compaction (`clean`, see cleaner.py) rewrites closed segments and swaps them in
-    under the lock; `first_dirty_offset` is where the last cleaning round ended.
+    records, except the one record of a control batch. Every append, truncation and
+    recovery keeps `producer_state` (producer_state.py) in step with the batches; a snapshot
+    of it is written at each roll and on flush and close, and opening or truncating loads
+    the latest one below the log end and replays the batch headers after it. An abort
+    marker adds an entry to its segment's aborted-transaction index. Compaction (`clean`,
+    see cleaner.py) rewrites closed segments and swaps them in under the lock;
+    `first_dirty_offset` is where the last cleaning round ended.
     """
 
     def __init__(self, directory: Path, config: LogConfig, segments: list[LogSegment],
@@ -88,6 +103,8 @@ class PartitionLog:
         self.log_start_offset = segments[0].base_offset
         self.recovery_point = recovery_point
         self.first_dirty_offset = self.log_start_offset
+        self.producer_state = ProducerStateManager()
+        self.last_snapshot_offset: int | None = None
         self._unflushed_messages = 0
         self._lock = threading.RLock()
 
@@ -97,7 +114,8 @@ class PartitionLog:
         `recovery_point` (and any whose index is missing or insane, or whose tail is torn)
         are validated batch by batch; the first invalid batch and everything after it are
         cut, as are the segments after a recovered one that does not end where the next
-        begins (lost data). A compaction swap a crash interrupted is completed first."""
+        begins (lost data); the transaction indexes of the validated segments are rebuilt
+        with the producer state. A compaction swap a crash interrupted is completed first."""
         directory.mkdir(parents=True, exist_ok=True)
         complete_interrupted_swaps(directory)
         bases: set[int] = set()
@@ -106,7 +124,7 @@ class PartitionLog:
                 path.unlink()
             elif path.suffix == ".log" and parse_base_offset(path.name) is not None:
                 bases.add(parse_base_offset(path.name))
-        for path in directory.glob("*.index"):
+        for path in [*directory.glob("*.index"), *directory.glob("*.txnindex")]:
             if parse_base_offset(path.name) not in bases:
                 path.unlink()
         cache, cache_usable = LeaderEpochCache.load(directory)
@@ -149,6 +167,7 @@ class PartitionLog:
         if recovered:
             log.recovery_point = log.log_end_offset
         log.recovery_point = min(log.recovery_point, log.log_end_offset)
+        log._load_producer_state(recovered)
         if changed:
             cache.flush()
         cache.truncate_from_end(log.log_end_offset)
@@ -179,16 +198,24 @@ class PartitionLog:
 
     # -- appends --------------------------------------------------------------------------
 
-    def append_as_leader(self, records: bytes | bytearray | memoryview,
-                         leader_epoch: int) -> AppendInfo:
-        """Validate (framing, magic 2, CRC-32C, counts), assign offsets from the log end
-        offset, stamp `leader_epoch` into every batch, append. An epoch below the latest
-        known one raises StaleLeaderEpochError (the cache would lose newer epochs)."""
+    def append_as_leader(self, records: bytes | bytearray | memoryview, leader_epoch: int,
+                         fence_producer_epochs: bool = True,
+                         from_client: bool = False) -> AppendInfo:
+        """Validate (framing, magic 2, CRC-32C, counts), check producer batches against the
+        producer state (ProducerStateError; a lone retried batch is answered with its first
+        offsets, `duplicate`), assign offsets from the log end offset, stamp `leader_epoch`
+        into every batch, append. An epoch below the latest known one raises
+        StaleLeaderEpochError (the cache would lose newer epochs). `fence_producer_epochs`
+        off accepts batches and markers of older producer epochs (a seeded defect);
+        `from_client` refuses control batches (only the coordinator writes markers)."""
         batches = scan(records, verify_crc=True, partial_tail_ok=False)
         if not batches:
             raise InvalidRecordError("a produce request needs at least one record batch")
         for pos, header in batches:
             check_leader_batch(pos, header)
+            if from_client and header[H_ATTRS] & CONTROL_MASK:
+                raise InvalidRecordError(f"batch at byte {pos}: clients may not write "
+                                         "control batches")
         buf = bytearray(records)
         with self._lock:
             latest = self.epoch_cache.latest_epoch
@@ -199,9 +226,21 @@ class PartitionLog:
             entries = []
             count = 0
             max_ts = -1
+            producers: ProducerAppend | None = None
             for pos, header in batches:
                 patch(buf, pos, offset, leader_epoch)
                 last = offset + header[H_DELTA]
+                if header[H_PID] >= 0:
+                    producers = producers or self.producer_state.begin(
+                        True, fence_producer_epochs)
+                    duplicate = stage_batch(producers, buf, pos, header, offset)
+                    if duplicate is not None:
+                        if len(batches) > 1:
+                            raise DuplicateSequenceError(
+                                f"batch at byte {pos} of producer {header[H_PID]} was "
+                                f"appended at offset {duplicate.base_offset}")
+                        return AppendInfo(duplicate.base_offset, duplicate.last_offset,
+                                          header[H_COUNT], header[H_MAX_TS], duplicate=True)
                 entries.append((pos, LOG_OVERHEAD + header[H_LENGTH], last, header[H_MAX_TS]))
                 offset = last + 1
                 count += header[H_COUNT]
@@ -209,7 +248,18 @@ class PartitionLog:
             if leader_epoch >= 0:
                 self.epoch_cache.assign(leader_epoch, first)
             self._append(buf, entries, count)
+            self._commit_producers(producers)
             return AppendInfo(first, offset - 1, count, max_ts)
+
+    def append_txn_marker(self, producer_id: int, producer_epoch: int, commit: bool,
+                          coordinator_epoch: int, leader_epoch: int,
+                          fence_producer_epochs: bool = True) -> AppendInfo:
+        """Append a transaction marker for `producer_id` as leader (Kafka's
+        appendAsLeader with origin Coordinator): InvalidProducerEpochError for an older
+        producer epoch, CoordinatorFencedError for an older coordinator epoch."""
+        batch = build_marker_batch(producer_id, producer_epoch, commit, coordinator_epoch,
+                                   int(time.time() * 1000))
+        return self.append_as_leader(batch, leader_epoch, fence_producer_epochs)
 
     def append_as_follower(self, records: bytes | bytearray | memoryview) -> AppendInfo:
         """Append batches replicated from the leader as they are (offsets and epochs already
@@ -228,11 +278,15 @@ class PartitionLog:
             entries = []
             count = 0
             max_ts = -1
+            producers: ProducerAppend | None = None
             for pos, header in batches:
                 if header[H_BASE] < expected:
                     raise InvalidRecordError(
                         f"batch at byte {pos} starts at offset {header[H_BASE]}, "
                         f"below {expected}")
+                if header[H_PID] >= 0:
+                    producers = producers or self.producer_state.begin(False)
+                    stage_batch(producers, records, pos, header, header[H_BASE])
                 size = LOG_OVERHEAD + header[H_LENGTH]
                 last = header[H_BASE] + header[H_DELTA]
                 entries.append((pos, size, last, header[H_MAX_TS]))
@@ -245,7 +299,14 @@ class PartitionLog:
             pos, header = batches[-1]
             end = pos + LOG_OVERHEAD + header[H_LENGTH]
             self._append(memoryview(records)[:end], entries, count)
+            self._commit_producers(producers)
             return AppendInfo(first, expected - 1, count, max_ts)
+
+    def _commit_producers(self, producers: ProducerAppend | None) -> None:
+        """Apply an append's producer changes; its aborts go to the segment holding it."""
+        if producers is not None:
+            for aborted in self.producer_state.commit(producers):
+                self.active_segment.txn_index.append(aborted)
 
     def _append(self, data: bytearray | memoryview, entries: list[tuple[int, int, int, int]],
                 count: int) -> None:
@@ -257,16 +318,18 @@ class PartitionLog:
         self._unflushed_messages += count
         if (self.config.flush_messages is not None
                 and self._unflushed_messages >= self.config.flush_messages):
-            self.flush()
+            self._flush_active()
 
     def roll(self) -> LogSegment:
         """Start a new active segment at the log end offset (no-op if the active one is
-        empty); the old one is fsynced, so the recovery point moves to the log end offset."""
+        empty); the old one is fsynced, so the recovery point moves to the log end offset,
+        and the producer state is snapshotted there."""
         with self._lock:
             active = self.active_segment
             if active.size == 0:
                 return active
             active.flush()
+            self._snapshot_producers()
             segment = LogSegment.create(self.directory, self.log_end_offset,
                                         self.config.index_interval_bytes)
             fsync_dir(self.directory)
@@ -354,13 +417,18 @@ class PartitionLog:
             self.epoch_cache.truncate_from_end(self.log_end_offset)
             self.recovery_point = min(self.recovery_point, self.log_end_offset)
             self.first_dirty_offset = min(self.first_dirty_offset, self.log_end_offset)
+            self._load_producer_state()
 
     def truncate_fully_and_start_at(self, offset: int) -> None:
-        """Delete everything; the log restarts empty at `offset` (a follower whose log end
-        is below the leader's log start offset)."""
+        """Delete everything, producer snapshots included; the log restarts empty at
+        `offset` (a follower whose log end is below the leader's log start offset)."""
         with self._lock:
             for segment in self.segments:
                 segment.delete()
+            for snapshot in snapshot_offsets(self.directory):
+                delete_snapshot(self.directory, snapshot)
+            self.producer_state = ProducerStateManager()
+            self.last_snapshot_offset = None
             self.segments = [LogSegment.create(self.directory, offset,
                                                self.config.index_interval_bytes)]
             fsync_dir(self.directory)
@@ -374,7 +442,8 @@ class PartitionLog:
                             now_ms: int | None = None) -> int:
         """Retention: delete whole old segments past log.retention.ms (by their largest
         timestamp, else mtime) or beyond log.retention.bytes, never one holding offsets at or
-        above `high_watermark`. Returns how many were deleted."""
+        above `high_watermark`, and the producer snapshots below the new log start offset
+        but the latest. Returns how many segments were deleted."""
         with self._lock:
             now_ms = int(time.time() * 1000) if now_ms is None else now_ms
             deleted = 0
@@ -420,6 +489,7 @@ class PartitionLog:
         del self._bases[:count]
         self.log_start_offset = max(self.log_start_offset, self._bases[0])
         self.epoch_cache.truncate_from_start(self.log_start_offset)
+        self._delete_snapshots_before(self.log_start_offset)
         return count
 
     # -- compaction -----------------------------------------------------------------------
@@ -438,19 +508,85 @@ class PartitionLog:
             self.segments[i:i + len(old)] = [new]
             self._bases[i:i + len(old)] = [new.base_offset]
 
+    # -- transactions ---------------------------------------------------------------------
+
+    def last_stable_offset(self, high_watermark: int) -> int:
+        """min(`high_watermark`, first offset of a transaction that is open or whose marker
+        is not yet below it)."""
+        with self._lock:
+            first = self.producer_state.first_unstable_offset(high_watermark)
+            return high_watermark if first is None else min(first, high_watermark)
+
+    def on_high_watermark(self, high_watermark: int) -> None:
+        """The partition's HW moved: transactions whose markers are below it are stable."""
+        with self._lock:
+            self.producer_state.on_high_watermark(high_watermark)
+
+    def collect_aborted_transactions(self, start_offset: int,
+                                     upper_offset: int) -> list[tuple[int, int]]:
+        """(producer id, first offset) of the aborted transactions overlapping
+        [start_offset, upper_offset): from the segment holding `start_offset` on, until an
+        entry's LSO reaches `upper_offset` (Kafka's collectAbortedTransactions)."""
+        with self._lock:
+            found: list[tuple[int, int]] = []
+            i = max(bisect_right(self._bases, start_offset) - 1, 0)
+            for segment in self.segments[i:]:
+                entries, complete = segment.txn_index.collect(start_offset, upper_offset)
+                found.extend((entry.producer_id, entry.first_offset) for entry in entries)
+                if complete:
+                    break
+            return found
+
+    def _load_producer_state(self, rebuild: list[LogSegment] | None = None) -> None:
+        """Producer state from the latest usable snapshot and the batches after it; the
+        `rebuild` segments get their aborted-transaction entries again."""
+        self.producer_state, self.last_snapshot_offset = load_producer_state(
+            self.directory, self.segments, self.log_start_offset, rebuild or ())
+
+    def _snapshot_producers(self) -> None:
+        """Snapshot the producer state at the log end offset (the caller holds the lock)."""
+        write_snapshot(self.directory, self.log_end_offset,
+                       self.producer_state.producers.values())
+        self.producer_state.dirty = False
+        self.last_snapshot_offset = self.log_end_offset
+
+    def _delete_snapshots_before(self, offset: int) -> None:
+        """Delete the producer snapshots below `offset`, keeping at least the latest."""
+        offsets = snapshot_offsets(self.directory)
+        for snapshot in offsets[:-1]:
+            if snapshot < offset:
+                delete_snapshot(self.directory, snapshot)
+
+    def delete_snapshots_before_recovery_point(self) -> None:
+        """After the recovery point is checkpointed, as Kafka: keep the snapshots from the
+        segment holding the recovery point or the one before the active segment, whichever
+        is lower (recovery starts from one of those)."""
+        with self._lock:
+            i = max(bisect_right(self._bases, self.recovery_point) - 1, 0)
+            self._delete_snapshots_before(
+                min(self._bases[i], self._bases[max(len(self._bases) - 2, 0)]))
+
     # -- durability -----------------------------------------------------------------------
 
     def flush(self) -> None:
-        """fsync the active segment; the recovery point becomes the log end offset."""
+        """fsync the active segment, so the recovery point becomes the log end offset;
+        snapshot the producer state if it changed."""
         with self._lock:
-            self.active_segment.flush()
-            self.recovery_point = self.log_end_offset
-            self._unflushed_messages = 0
+            self._flush_active()
+            if self.producer_state.dirty:
+                self._snapshot_producers()
+
+    def _flush_active(self) -> None:
+        self.active_segment.flush()
+        self.recovery_point = self.log_end_offset
+        self._unflushed_messages = 0
 
     def close(self) -> None:
-        """Flush and close the files."""
+        """Flush, snapshot the producer state at the log end offset, close the files."""
         with self._lock:
-            self.flush()
+            self._flush_active()
+            if self.producer_state.dirty or self.last_snapshot_offset != self.log_end_offset:
+                self._snapshot_producers()
             for segment in self.segments:
                 segment.close()
 

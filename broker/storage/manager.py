@@ -132,13 +132,16 @@ class LogManager:
                 write_offset_checkpoint(directory / REPLICATION_CHECKPOINT, entries)
 
     def checkpoint_recovery_points(self) -> None:
-        """Write `recovery-point-offset-checkpoint` of every log dir atomically."""
+        """Write `recovery-point-offset-checkpoint` of every log dir atomically, then drop
+        the producer snapshots recovery from there no longer needs."""
         with self._lock:
             per_dir: dict[Path, dict[tuple[str, int], int]] = {d: {} for d in self.log_dirs}
             for key, log in self.logs.items():
                 per_dir[self._dir_of[key]][key] = log.recovery_point
             for directory, entries in per_dir.items():
                 write_offset_checkpoint(directory / RECOVERY_POINT_CHECKPOINT, entries)
+            for log in self.logs.values():
+                log.delete_snapshots_before_recovery_point()
 
     def flush_all(self) -> None:
         with self._lock:

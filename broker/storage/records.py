@@ -21,6 +21,7 @@ from .errors import CorruptRecordError, InvalidRecordError, StorageError
 __all__ = [
     "HEADER_SIZE",
     "BatchHeader",
+    "end_offset",
     "iter_batch_headers",
 ]
 
@@ -164,6 +165,20 @@ def _bad_magic(view: memoryview, pos: int, end: int) -> StorageError:
         return InvalidRecordError(
             f"unsupported message format v{magic} at byte {pos} (only record batch v2)")
     return CorruptRecordError(f"not a record batch at byte {pos} (magic byte {magic})")
+
+
+def end_offset(records: bytes | bytearray | memoryview) -> int | None:
+    """The offset after the last whole batch of `records`; None if there is none."""
+    view = memoryview(records)
+    pos = 0
+    end = None
+    while pos + PREFIX_SIZE <= len(view):
+        base, length, *_, delta = PREFIX.unpack_from(view, pos)
+        pos += LOG_OVERHEAD + length
+        if pos > len(view):
+            break
+        end = base + delta + 1
+    return end
 
 
 def check_leader_batch(pos: int, header: tuple) -> None:

@@ -1,4 +1,5 @@
-"""One log segment: `<20-digit base offset>.log` (batches back to back) and its `.index`."""
+"""One log segment: `<20-digit base offset>.log` (batches back to back), its `.index` and
+its aborted-transaction index `.txnindex`."""
 
 from __future__ import annotations
 
@@ -25,6 +26,7 @@ from .records import (
     PREFIX,
     PREFIX_SIZE,
 )
+from .txn_index import TransactionIndex, txn_index_path
 
 __all__ = ["LogSegment", "log_file_name", "parse_base_offset"]
 
@@ -39,7 +41,7 @@ def log_file_name(base_offset: int) -> str:
 def parse_base_offset(name: str) -> int | None:
     """Base offset of a segment file name such as `00000000000000000042.log`, else None."""
     stem, _, suffix = name.partition(".")
-    if len(stem) == 20 and stem.isdigit() and suffix in ("log", "index"):
+    if len(stem) == 20 and stem.isdigit() and suffix in ("log", "index", "txnindex"):
         return int(stem)
     return None
 
@@ -52,6 +54,7 @@ class LogSegment:
         self.base_offset = base_offset
         self.log_path = directory / log_file_name(base_offset)
         self.index = index
+        self.txn_index = TransactionIndex(txn_index_path(directory, base_offset))
         self.index_interval_bytes = index_interval_bytes
         self._fd = os.open(self.log_path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644)
         self.size = size
@@ -66,26 +69,34 @@ class LogSegment:
         path = directory / log_file_name(base_offset)
         os.close(os.open(path, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644))
         index = OffsetIndex.create(path.with_suffix(".index"), base_offset)
-        return cls(directory, base_offset, index_interval_bytes, index, 0)
+        segment = cls(directory, base_offset, index_interval_bytes, index, 0)
+        segment.txn_index.reset()
+        return segment
 
     @classmethod
     def open(cls, directory: Path, base_offset: int, index_interval_bytes: int,
              recover: bool, on_batch: Callable[[tuple], None]) -> tuple[LogSegment, int]:
-        """Open an existing segment. Without `recover` the index is trusted if it is sane and
-        the log ends on a batch boundary; otherwise (or if not) every batch is validated, the
-        index rebuilt and an invalid tail cut. Returns the segment and the bytes cut."""
+        """Open an existing segment. Without `recover` the indexes are trusted if they are
+        sane and the log ends on a batch boundary; otherwise (or if not) every batch is
+        validated, the offset index rebuilt, an invalid tail cut and the transaction index
+        emptied (`recovered`: the log rebuilds it from its producer state). Returns the
+        segment and the bytes cut."""
         path = directory / log_file_name(base_offset)
         size = path.stat().st_size
         index_path = path.with_suffix(".index")
         if not recover:
             index = OffsetIndex.load(index_path, base_offset, size)
-            if index is not None:
+            txn_index = TransactionIndex.load(txn_index_path(directory, base_offset),
+                                              base_offset)
+            if index is not None and txn_index is not None:
                 segment = cls(directory, base_offset, index_interval_bytes, index, size)
+                segment.txn_index = txn_index
                 if segment._load_next_offset():
                     return segment, 0
                 segment.close()
         index = OffsetIndex.create(index_path, base_offset)
         segment = cls(directory, base_offset, index_interval_bytes, index, size)
+        segment.txn_index.reset()
         segment.recovered = True
         return segment, segment._recover(on_batch)
 
@@ -94,6 +105,7 @@ class LogSegment:
         path = directory / log_file_name(base_offset)
         path.unlink(missing_ok=True)
         path.with_suffix(".index").unlink(missing_ok=True)
+        txn_index_path(directory, base_offset).unlink(missing_ok=True)
 
     def _load_next_offset(self) -> bool:
         """Find the next offset from the last index entry; False if the tail is not clean."""
@@ -188,6 +200,9 @@ class LogSegment:
         self.size = start + written
         self.next_offset = batches[-1][2] + 1
 
+    def read_at(self, position: int, size: int) -> bytes:
+        return os.pread(self._fd, size, position)
+
     def find(self, offset: int) -> tuple[int, tuple] | None:
         """(position, header) of the first batch whose last offset is >= `offset`."""
         for position, header in self.walk(self.index.lookup(offset)):
@@ -244,20 +259,24 @@ class LogSegment:
         self.index.truncate_to_position(position)
         self.size = position
         self.next_offset = min(offset, header[H_BASE])
+        self.txn_index.truncate_to(self.next_offset)
         self.bytes_since_index = position - self.index.last_position()
         self._largest_timestamp = None if position else -1
 
     def flush(self) -> None:
         os.fsync(self._fd)
         self.index.flush()
+        self.txn_index.flush()
 
     def close(self) -> None:
         if self._fd >= 0:
             os.close(self._fd)
             self._fd = -1
         self.index.close()
+        self.txn_index.close()
 
     def delete(self) -> None:
         self.close()
         self.log_path.unlink(missing_ok=True)
         self.index.path.unlink(missing_ok=True)
+        self.txn_index.path.unlink(missing_ok=True)

@@ -25,7 +25,9 @@ def test_exported_names_are_the_public_api():
     assert sorted(storage.__all__) == sorted(
         name for name in dir(storage) if not name.startswith("_")
         and name not in {"errors", "records", "index", "segment", "epoch_cache",
-                         "checkpoints", "log", "manager", "cleaner"})
+                         "checkpoints", "log", "manager", "cleaner", "markers",
+                         "producer_state", "producer_snapshot", "producer_replay",
+                         "txn_index"})
 
 
 def test_headers_of_real_batches_match_kafka_python():

@@ -184,11 +184,13 @@ def test_stray_files_are_removed_on_open(tmp_path):
     write(log, 2, epoch=0)
     log.close()
     for name in ("00000000000000000000.log.deleted", "leader-epoch-checkpoint.tmp",
-                 "00000000000000000099.index"):
+                 "00000000000000000099.index", "00000000000000000099.txnindex",
+                 "00000000000000000007.snapshot.tmp"):
         (log.directory / name).write_bytes(b"x")
     PartitionLog.open(log.directory, CONFIG, recovery_point=log.recovery_point)
     assert sorted(p.name for p in log.directory.iterdir()) == [
-        "00000000000000000000.index", "00000000000000000000.log", "leader-epoch-checkpoint"]
+        "00000000000000000000.index", "00000000000000000000.log",
+        "00000000000000000003.snapshot", "leader-epoch-checkpoint"]
 
 
 WRITER = textwrap.dedent("""
