@@ -247,6 +247,10 @@ async def handle_txn_offset_commit(context, request, version: int, header):
                                 member_id=request.member_id,
                                 instance_id=request.group_instance_id)
         results.update(await context.groups.offsets.commit_txn(committer, commits))
+    if version < 2:  # clients before KAFKA-7296 do not retry a loading coordinator
+        results = {key: ErrorCode.COORDINATOR_NOT_AVAILABLE
+                   if code == ErrorCode.COORDINATOR_LOAD_IN_PROGRESS else code
+                   for key, code in results.items()}
     Topic = TxnOffsetCommitResponse.TxnOffsetCommitResponseTopic
     return TxnOffsetCommitResponse(
         throttle_time_ms=0,

@@ -415,6 +415,13 @@ def test_txn_offset_commit_and_a_stable_offset_fetch_over_the_handlers():
         fetched = {p.partition_index: (p.committed_offset, p.committed_leader_epoch)
                    for p in response.topics[0].partitions}
         assert fetched == {0: (5, -1), 1: (2, -1)}
+        coordinator.loading[0] = coordinator.owned.pop(0)
+        for version, code in ((1, ErrorCode.COORDINATOR_NOT_AVAILABLE),
+                              (2, ErrorCode.COORDINATOR_LOAD_IN_PROGRESS)):
+            loading = await handle_txn_offset_commit(
+                context, txn_request(version, [("t", 2, 1)]), version, None)
+            assert errors_of(loading) == {T2: code}  # KAFKA-7296: v0-1 cannot retry loading
+        coordinator.owned[0] = coordinator.loading.pop(0)
         Group = OffsetFetchRequest[8].OffsetFetchRequestGroup
         await coordinator.offsets.commit_txn(txn(8), offsets(p2=1))
         grouped = OffsetFetchRequest[8](require_stable=True, groups=[Group(
