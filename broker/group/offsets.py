@@ -92,7 +92,7 @@ class GroupOffsets:
                                            appended=in_log.append)
         finally:
             group.commits_in_flight.subtract(accepted.keys())
-            group.commits_in_flight = +group.commits_in_flight
+            group.commits_in_flight = +group.commits_in_flight  # counts above zero only
         code = commit_error(code) if code else ErrorCode.NONE
         if not code and self.groups.get(group_id) is group:
             for key, offset in accepted.items():
