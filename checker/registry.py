@@ -11,6 +11,7 @@ from checker.elections import ElectionChecker
 from checker.groups import GroupsChecker
 from checker.linearizable import LinearizabilityChecker
 from checker.queue import QueueChecker
+from checker.transfer import TransferChecker
 from checker.txn import TxnChecker
 
 __all__ = ["CHECKERS", "NEED_NODE_LOGS", "checker_names", "composed"]
@@ -23,6 +24,7 @@ CHECKERS: dict[str, Callable[[], Checker]] = {
     "availability": AvailabilityChecker,
     "txn": TxnChecker,
     "groups": GroupsChecker,
+    "transfer": TransferChecker,
 }
 # Checkers that read the nodes' logs of a run folder (a bare history has none).
 NEED_NODE_LOGS = frozenset({"elections"})

@@ -24,7 +24,7 @@ callbacks) get the history's clock from the worker (`use_clock`).
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from workloads.group_child import ConsumerChildren
@@ -111,9 +111,38 @@ class ClientOptions:
     sub_via: str = "assign"
     commit: str = "after-process"
     session_timeout_ms: int = 6000
+    key_topics: Mapping[Any, str] = field(default_factory=dict)
+    isolation_level: str = "read_committed"
+    transactional: bool = False
+    transactional_id: str = "kchaos-txn"
+    concurrency: int = 1
+
+    def topic_of(self, key: Any) -> str:
+        """The topic of `key`: its own in `key_topics`, else `topic`."""
+        return self.key_topics.get(key, self.topic)
+
+    def topics(self) -> dict[str, int]:
+        """Each topic of the keys, with its partition count."""
+        counts: dict[str, int] = {}
+        for key, partition in self.key_partitions.items():
+            topic = self.topic_of(key)
+            counts[topic] = max(counts.get(topic, 0), partition + 1)
+        return counts
 
     def partition_keys(self) -> dict[int, Any]:
-        return {partition: key for key, partition in self.key_partitions.items()}
+        """partition -> key, for the keys of `topic`."""
+        return {partition: key for key, partition in self.key_partitions.items()
+                if self.topic_of(key) == self.topic}
+
+    def record_keys(self) -> dict[tuple[str, int], Any]:
+        """(topic, partition) -> key, for every key."""
+        return {(self.topic_of(key), partition): key
+                for key, partition in self.key_partitions.items()}
+
+    def transactional_id_of(self, process: int) -> str:
+        """The transactional id of a client process: one per worker thread, so the next
+        process of a thread fences the producers its earlier processes left behind."""
+        return f"{self.transactional_id}-{process % self.concurrency}"
 
     def bootstrap_for(self, node: str | None) -> list[str]:
         """The bootstrap list with `node` first (clients spread their first connection)."""
@@ -252,6 +281,8 @@ class QueueClient:
         f = op["f"]
         if f == "send":
             return {**self._send(op), "acks": self.options.acks}
+        if f == "txn":
+            return self._txn(op)
         if f == "subscribe":
             return self._subscribe(op)
         if f == "poll":
@@ -305,6 +336,9 @@ class QueueClient:
 
     def _poll(self, op: Mapping[str, Any]) -> dict[str, Any]:
         raise NotImplementedError
+
+    def _txn(self, op: Mapping[str, Any]) -> dict[str, Any]:
+        raise NotImplementedError(f"{self.library} runs no transactions")
 
     def _assign(self, keys: list[Any], seek_to_beginning: bool) -> None:
         raise NotImplementedError

@@ -12,7 +12,10 @@ the client logger (`kchaos.clients.group`).
 
 `ConsumerChildren` is the registry one workload's clients share: it starts children,
 lists the live ones (`pids()`, what a nemesis may SIGSTOP), forgets a child once its
-client lets it go, and kills whatever is left at teardown.
+client lets it go, and kills whatever is left at teardown. A child is started with the
+module whose `main` serves it (the group consumer's by default; the transfer workers run
+`workloads.transfer_child`). An abandoned child (`abandon`) gets its stdin closed and is
+left to finish what it was doing (a zombie) until it exits by itself or the teardown.
 """
 
 from __future__ import annotations
@@ -27,9 +30,7 @@ import sys
 import threading
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
-
-from workloads.group_consumer import MemberConfig
+from typing import Any, Protocol
 
 __all__ = ["ChildGone", "ConsumerChild", "ConsumerChildren", "MemberError"]
 
@@ -57,16 +58,24 @@ def _environment() -> dict[str, str]:
     return env
 
 
-CHILD_MAIN = "from workloads.group_consumer import main; main()"
+CHILD_MAIN = "workloads.group_consumer"
+
+
+class ChildConfig(Protocol):
+    """What a child is started with: its first line, and its group (for the logs)."""
+
+    group: str
+
+    def to_json(self) -> dict[str, Any]: ...
 
 
 class ConsumerChild:
     """One running member process; see the module docstring."""
 
-    def __init__(self, config: MemberConfig) -> None:
+    def __init__(self, config: ChildConfig, main: str = CHILD_MAIN) -> None:
         self.config = config
         self.process = subprocess.Popen(
-            [sys.executable, "-c", CHILD_MAIN], stdin=subprocess.PIPE,
+            [sys.executable, "-c", f"from {main} import main; main()"], stdin=subprocess.PIPE,
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, bufsize=1,
             env=_environment(), cwd=PROJECT_ROOT)
         self._waiting: dict[int, queue.Queue] = {}
@@ -163,6 +172,13 @@ class ConsumerChild:
             except (OSError, ValueError):
                 pass
 
+    def abandon(self) -> None:
+        """Close its stdin: it finishes what it was doing, then exits by itself."""
+        try:
+            self.process.stdin.close()
+        except (OSError, ValueError):
+            pass
+
     def close(self, timeout: float) -> dict[str, Any] | None:
         """Close the member (it leaves its group), killing the child if that takes longer
         than `timeout` or fails; the close's reply, or None."""
@@ -183,11 +199,13 @@ class ConsumerChildren:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._live: dict[int, ConsumerChild] = {}
+        self._abandoned: list[ConsumerChild] = []
 
-    def start(self, config: MemberConfig) -> ConsumerChild:
-        child = ConsumerChild(config)
+    def start(self, config: ChildConfig, main: str = CHILD_MAIN) -> ConsumerChild:
+        child = ConsumerChild(config, main)
         with self._lock:
             self._live[child.pid] = child
+            self._abandoned = [c for c in self._abandoned if c.alive]
         return child
 
     def release(self, child: ConsumerChild) -> None:
@@ -195,12 +213,25 @@ class ConsumerChildren:
         with self._lock:
             self._live.pop(child.pid, None)
 
+    def abandon(self, child: ConsumerChild) -> None:
+        """The child's client gives it up without closing it (`ConsumerChild.abandon`); it
+        is killed at the teardown if it is still running then."""
+        self.release(child)
+        child.abandon()
+        with self._lock:
+            self._abandoned.append(child)
+
+    def abandoned_pids(self) -> list[int]:
+        with self._lock:
+            return sorted(child.pid for child in self._abandoned if child.alive)
+
     def pids(self) -> list[int]:
         with self._lock:
             return sorted(pid for pid, child in self._live.items() if child.alive)
 
     def kill_all(self) -> None:
         with self._lock:
-            children, self._live = list(self._live.values()), {}
+            children = [*self._live.values(), *self._abandoned]
+            self._live, self._abandoned = {}, []
         for child in children:
             child.kill()

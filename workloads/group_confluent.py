@@ -37,6 +37,8 @@ class ConfluentMember:
         self.config = config
         self.events = EventLog()
         self.consumer = Consumer(self._consumer_config())
+        self.record_keys = {(config.topic, partition): key
+                            for partition, key in config.partition_keys.items()}
 
     def _consumer_config(self) -> dict[str, Any]:
         config = self.config
@@ -60,8 +62,11 @@ class ConfluentMember:
         }
 
     def _keys(self, partitions: list[TopicPartition]) -> list[Any]:
-        return [self.config.partition_keys[p.partition] for p in partitions
-                if p.topic == self.config.topic]
+        """The keys of `partitions`; one an `add-partitions` fault added has none (it holds
+        no record of the test)."""
+        keys = self.config.partition_keys
+        return [keys[p.partition] for p in partitions
+                if p.topic == self.config.topic and p.partition in keys]
 
     def _member(self) -> str | None:
         return self.consumer.memberid()
@@ -84,7 +89,7 @@ class ConfluentMember:
 
     def fetch(self) -> tuple[Reads, list[str]]:
         return poll_records(self.consumer, self.config.poll_timeout,
-                            self.config.max_poll_records, self.config.partition_keys)
+                            self.config.max_poll_records, self.record_keys)
 
     def commit(self, offsets: Mapping[Any, int]) -> CommitResult:
         partitions = self.config.key_partitions

@@ -135,10 +135,11 @@ class FinalPolls:
     were ok and empty, over at least `idle_ns`: a member abandoned just before holds its
     keys until its session times out, so the group is idle only once that has passed.
     The least idle free thread polls next; idle ones keep polling too (a rebalance needs
-    every member to poll)."""
+    every member to poll). `f` is the polls' f (the transfer workload's are `txn` ops)."""
 
     idle_polls: int
     idle_ns: int = 0
+    f: str = "poll"
     idle: Mapping[Any, int] = field(default_factory=dict)
     idle_since: Mapping[Any, int] = field(default_factory=dict)
 
@@ -153,11 +154,11 @@ class FinalPolls:
         if not free:
             return gen.PENDING
         thread = min(free, key=lambda t: self.idle.get(t, 0))
-        return gen.fill_in({"f": "poll", "value": [["poll"]], "final": True,
+        return gen.fill_in({"f": self.f, "value": [["poll"]], "final": True,
                             "process": ctx.process(thread)}, ctx), self
 
     def update(self, test: Any, ctx: gen.Context, event: Mapping[str, Any]) -> FinalPolls:
-        if event.get("f") != "poll" or not event.get("final") or event.get("type") == "invoke":
+        if event.get("f") != self.f or not event.get("final") or event.get("type") == "invoke":
             return self
         thread = ctx.thread_of(event.get("process"))
         if event.get("type") != "ok" or offsets_seen(event):

@@ -2,10 +2,17 @@
 
 One producer and one consumer per process. A send op produces each micro-op to its
 key's partition and flushes once; offsets come from the delivery reports. The
-consumer works in assign mode (no group): it starts assigned to every key from the
-beginning; `assign` changes the keys, seeking to the beginning or to where this
-client last read; `poll` returns what one poll brings, by key. `crash` completes as
-`info`, so the worker closes this client and opens a fresh one as a new process.
+consumer works in assign mode (no group) at the options' `isolation.level`: it starts
+assigned to every key from the beginning; `assign` changes the keys, seeking to the
+beginning or to where this client last read; `poll` returns what one poll brings, by
+key. `crash` completes as `info`, so the worker closes this client and opens a fresh
+one as a new process. Keys may live on several topics (`ClientOptions.key_topics`).
+
+With `transactional` options the producer is a `TxnProducer` whose transactional id is
+the worker thread's (`ClientOptions.transactional_id_of`), made and initialised at the
+process's first `txn` op; each `txn` op is one transaction (`_txn`). A process that ends
+with its transaction's outcome unknown leaves the producer to the shared `Zombies`
+instead of closing it.
 
 In subscribe mode the process's group consumer runs in a child process
 (`workloads.group_confluent`, through `QueueClient`); this client keeps the producer,
@@ -33,16 +40,20 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from workloads.client import (
     LIBRDKAFKA_LOGGER,
+    ClientOptions,
     Delivery,
     QueueClient,
     completed,
     outcome,
     send_completion,
 )
+from workloads.group_child import ConsumerChildren
+from workloads.txn_confluent import TxnProducer, Zombies, transaction_timeout_ms
 
 __all__ = ["ConfluentClient"]
 
 SETUP_TIMEOUT = 60.0
+TXN_BUDGET = 0.8  # of the op timeout, for a transaction to end before the worker gives up
 
 
 class ConfluentClient(QueueClient):
@@ -52,14 +63,27 @@ class ConfluentClient(QueueClient):
     producer: Producer | None
     consumer: Consumer | None
 
+    def __init__(self, options: ClientOptions, node: str | None = None,
+                 children: ConsumerChildren | None = None,
+                 zombies: Zombies | None = None) -> None:
+        super().__init__(options, node, children)
+        self.zombies = zombies if zombies is not None else Zombies()
+        self.txn: TxnProducer | None = None
+        self._record_keys = options.record_keys()
+
     # -- lifecycle -----------------------------------------------------------------------
 
     def open(self, test: Any, node: str | None) -> ConfluentClient:
-        client = ConfluentClient(self.options, node, self.children)
-        client.producer = Producer(client._producer_config())
+        client = self._copy(node)
+        if not self.options.transactional:
+            client.producer = Producer(client._producer_config())
         if self.options.sub_via == "assign":
             client._assign(list(self.options.key_partitions), seek_to_beginning=True)
         return client
+
+    def _copy(self, node: str | None) -> ConfluentClient:
+        """An unconnected copy bound to `node`, sharing the children and zombies."""
+        return ConfluentClient(self.options, node, self.children, self.zombies)
 
     def _common_config(self) -> dict[str, Any]:
         return {
@@ -86,9 +110,16 @@ class ConfluentClient(QueueClient):
             "retry.backoff.ms": 100,
         }
 
+    def _txn_config(self, process: int) -> dict[str, Any]:
+        options = self.options
+        return {**self._producer_config(), "enable.idempotence": True, "acks": "all",
+                "transactional.id": options.transactional_id_of(process),
+                "transaction.timeout.ms": transaction_timeout_ms(options.op_timeout)}
+
     def _consumer_config(self) -> dict[str, Any]:
         return {
             **self._common_config(),
+            "isolation.level": self.options.isolation_level,
             "group.id": f"kchaos-{uuid.uuid4().hex}",
             "enable.auto.commit": False,
             "enable.auto.offset.store": False,
@@ -98,34 +129,43 @@ class ConfluentClient(QueueClient):
         }
 
     def setup(self, test: Any) -> None:
-        """Create the topic (partitions = keys) and wait until every partition has a leader."""
+        """Create the topics (partitions = their keys) and wait until every partition has a
+        leader."""
         options = self.options
         admin = AdminClient({"bootstrap.servers": ",".join(options.bootstrap_servers),
                              "logger": logging.getLogger(LIBRDKAFKA_LOGGER)})
-        count = max(options.key_partitions.values()) + 1
-        future = admin.create_topics([NewTopic(options.topic, count, options.replication_factor)],
-                                     operation_timeout=30)[options.topic]
-        try:
-            future.result(timeout=SETUP_TIMEOUT)
-        except KafkaException as error:
-            if error.args[0].code() != KafkaError.TOPIC_ALREADY_EXISTS:
-                raise
+        topics = options.topics()
+        futures = admin.create_topics([NewTopic(topic, count, options.replication_factor)
+                                       for topic, count in topics.items()], operation_timeout=30)
+        for future in futures.values():
+            try:
+                future.result(timeout=SETUP_TIMEOUT)
+            except KafkaException as error:
+                if error.args[0].code() != KafkaError.TOPIC_ALREADY_EXISTS:
+                    raise
         deadline = time.monotonic() + SETUP_TIMEOUT
-        while True:
-            topic = admin.list_topics(options.topic, timeout=10).topics.get(options.topic)
-            if (topic is not None and topic.error is None and len(topic.partitions) >= count
-                    and all(p.leader >= 0 for p in topic.partitions.values())):
-                return
-            if time.monotonic() > deadline:
-                raise TimeoutError(f"topic {options.topic} has partitions without a leader")
-            time.sleep(0.2)
+        for name, count in topics.items():
+            while True:
+                topic = admin.list_topics(name, timeout=10).topics.get(name)
+                if (topic is not None and topic.error is None and len(topic.partitions) >= count
+                        and all(p.leader >= 0 for p in topic.partitions.values())):
+                    break
+                if time.monotonic() > deadline:
+                    raise TimeoutError(f"topic {name} has partitions without a leader")
+                time.sleep(0.2)
+
+    def teardown(self, test: Any) -> None:
+        super().teardown(test)
+        self.zombies.release_all()
 
     def close(self, test: Any) -> None:
         self.close_member()
-        if self.producer is not None:
+        if self.txn is not None and self.txn.pending:
+            self.zombies.adopt(self.txn)
+        elif self.producer is not None:
             self.producer.purge()
             self.producer.flush(0)
-            self.producer = None
+        self.txn = self.producer = None
         if self.consumer is not None:
             self.consumer.close()
             self.consumer = None
@@ -147,7 +187,7 @@ class ConfluentClient(QueueClient):
 
         for position, (_, key, value) in enumerate(op["value"]):
             try:
-                self.producer.produce(options.topic, value=str(value).encode(),
+                self.producer.produce(options.topic_of(key), value=str(value).encode(),
                                       key=str(key).encode(),
                                       partition=options.key_partitions[key],
                                       on_delivery=report(deliveries[position]))
@@ -163,19 +203,92 @@ class ConfluentClient(QueueClient):
     def _poll(self, op: Mapping[str, Any]) -> dict[str, Any]:
         options = self.options
         reads, errors = poll_records(self.consumer, options.poll_timeout,
-                                     options.max_poll_records, self._partition_keys)
+                                     options.max_poll_records, self._record_keys)
         for key, pairs in reads.items():
             for offset, _ in pairs:
                 self.positions.read(key, offset)
         return completed(op, "ok", [["poll", reads]],
                          errors=", ".join(dict.fromkeys(errors)) or None)
 
+    def _txn(self, op: Mapping[str, Any]) -> dict[str, Any]:
+        """One transaction: its sends and polls in order, then commit, or abort when the op
+        asks (`"abort": true`) or something failed inside. An aborted transaction's
+        consumer goes back to where it was before (its polls are forgotten), so the next
+        poll reads on from the last committed one."""
+        deadline = time.monotonic() + self.options.op_timeout * TXN_BUDGET
+        txn, failure = self._transactional(op["process"], deadline)
+        if txn is None:
+            return completed(op, "fail", op["value"], error=failure)
+        before = dict(self.positions.next)
+        results: list[list[Any]] = []
+        deliveries: list[Delivery] = []
+        with txn.lock:
+            try:
+                txn.begin()
+            except KafkaException as error:
+                self._drop_txn()
+                return completed(op, "fail", op["value"],
+                                 error=f"begin_transaction: {error.args[0].name()}")
+            try:
+                for micro in op["value"]:
+                    results.append(self._micro_op(txn, micro, deliveries))
+                kind, why = txn.end(deliveries, deadline, abort=bool(op.get("abort")),
+                                    why="aborted on purpose")
+            except _PollFailed as error:
+                kind, why = txn.end(deliveries, deadline, abort=True, why=str(error))
+            except (KafkaException, BufferError) as error:
+                kind, why = txn.failed(error, deadline)
+        if kind == "fail":
+            self.positions.next = before
+            self._assign(self.positions.assigned, seek_to_beginning=False)
+        return completed(op, kind, [_micro_result(micro) for micro in results], error=why)
+
+    def _transactional(self, process: int, deadline: float
+                       ) -> tuple[TxnProducer | None, str | None]:
+        """This process's initialised transactional producer, or None and why not."""
+        if self.txn is None:
+            self.txn = TxnProducer(self._txn_config(process))
+            self.producer = self.txn.producer
+        if not self.txn.ready:
+            try:
+                self.txn.init(deadline - time.monotonic())
+            except KafkaException as error:
+                if error.args[0].fatal():
+                    self._drop_txn()
+                return None, f"init_transactions: {error.args[0].name()}"
+        return self.txn, None
+
+    def _drop_txn(self) -> None:
+        if self.txn is not None and self.txn.pending:
+            self.zombies.adopt(self.txn)
+        self.txn = self.producer = None
+
+    def _micro_op(self, txn: TxnProducer, micro: list[Any], deliveries: list[Delivery]
+                  ) -> list[Any]:
+        """Run one micro-op inside the transaction; what `_micro_result` renders."""
+        if micro[0] == "send":
+            _, key, value = micro
+            delivery = Delivery()
+            deliveries.append(delivery)
+            txn.produce(self.options.topic_of(key), self.options.key_partitions[key], key,
+                        value, delivery)
+            return ["send", key, value, delivery]
+        try:
+            reads, _ = poll_records(self.consumer, self.options.poll_timeout,
+                                    self.options.max_poll_records, self._record_keys)
+        except KafkaException as error:
+            raise _PollFailed(f"poll: {error.args[0].name()}") from error
+        for key, pairs in reads.items():
+            for offset, _ in pairs:
+                self.positions.read(key, offset)
+        return ["poll", reads]
+
     def _assign(self, keys: list[Any], seek_to_beginning: bool) -> None:
         if self.consumer is None:
             self.consumer = Consumer(self._consumer_config())
         starts = self.positions.assign(keys, seek_to_beginning)
         self.consumer.assign([
-            TopicPartition(self.options.topic, self.options.key_partitions[key],
+            TopicPartition(self.options.topic_of(key), self.options.key_partitions[key],
                            OFFSET_BEGINNING if start is None else start)
             for key, start in starts.items()])
 
@@ -185,7 +298,7 @@ class ConfluentClient(QueueClient):
                            "enable.auto.commit": False})
         try:
             found = reader.committed([TopicPartition(options.topic, partition)
-                                      for partition in options.key_partitions.values()],
+                                      for partition in self._partition_keys],
                                      timeout=options.op_timeout)
         finally:
             reader.close()
@@ -196,10 +309,27 @@ class ConfluentClient(QueueClient):
                 for p in found}
 
 
+class _PollFailed(Exception):
+    """The consumer failed inside a transaction (which is then aborted)."""
+
+
+def _micro_result(micro: list[Any]) -> list[Any]:
+    """A micro-op as its completion shows it: a send with its offset (None if unknown)."""
+    if micro[0] != "send":
+        return micro
+    _, key, value, delivery = micro
+    offset = delivery.offset
+    if delivery.error is not None or offset is None or offset < 0:
+        offset = None
+    return ["send", key, [offset, value]]
+
+
 def poll_records(consumer: Consumer, timeout: float, max_records: int,
-                 partition_keys: Mapping[int, Any]) -> tuple[dict[Any, list[list[int]]], list[str]]:
+                 record_keys: Mapping[tuple[str, int], Any]
+                 ) -> tuple[dict[Any, list[list[int]]], list[str]]:
     """One poll of up to `max_records`: key -> [[offset, value], ...] in order, and the
-    names of the non-fatal errors it returned (a fatal one raises)."""
+    names of the non-fatal errors it returned (a fatal one raises). `record_keys` maps
+    (topic, partition) to the key."""
     first = consumer.poll(timeout)
     messages = [first, *consumer.consume(max_records - 1, 0)] if first is not None else []
     reads: dict[Any, list[list[int]]] = {}
@@ -211,6 +341,6 @@ def poll_records(consumer: Consumer, timeout: float, max_records: int,
                 raise KafkaException(error)
             errors.append(error.name())
             continue
-        key = partition_keys[message.partition()]
+        key = record_keys[message.topic(), message.partition()]
         reads.setdefault(key, []).append([message.offset(), int(message.value())])
     return reads, errors

@@ -14,6 +14,13 @@ g{t mod groups}, each process runs its consumer in a child process, commits foll
 the final phase adds group polls, closes and `committed` reads before the drain
 (`workloads.group_ops`). The workload then also needs the `groups` checker, and exposes
 `consumer_pids()`, `groups()` and `topic` for nemeses that pause consumers.
+
+With `txn` (kchaos issue 16; confluent client, assign mode, acks=all) the sends and polls
+come as `txn` ops, as in Jepsen's Kafka workload: each a list of 1..`max_txn_ops`
+micro-ops `["send", k, v]` and `["poll"]` run as one Kafka transaction by a transactional
+producer (one transactional id per worker thread) beside a consumer at `isolation_level`;
+a fraction `abort_rate` of them carry `"abort": true` and are aborted on purpose. The
+workload then also needs the `txn` checker.
 """
 
 from __future__ import annotations
@@ -29,14 +36,17 @@ from workloads.client import Client, ClientOptions
 from workloads.group_consumer import COMMIT_MODES
 from workloads.part import Workload, WorkloadContext, WorkloadKind
 
-__all__ = ["ACKS", "CHECKERS", "CLIENTS", "COMMIT_MODES", "KIND", "QueueOptions", "SUB_VIA",
-           "SendGenerator", "checkers", "client_factory", "queue_workload"]
+__all__ = ["ACKS", "CHECKERS", "CLIENTS", "COMMIT_MODES", "ISOLATION_LEVELS", "KIND",
+           "QueueOptions", "SUB_VIA", "SendGenerator", "TxnGenerator", "checkers",
+           "client_factory", "queue_workload"]
 
 CLIENTS = ("confluent", "kafka-python")
 ACKS = ("0", "1", "all")
 SUB_VIA = ("assign", "subscribe")
+ISOLATION_LEVELS = ("read_committed", "read_uncommitted")
 CHECKERS = ("queue", "acks", "elections", "availability")
 GROUP_CHECKERS = (*CHECKERS, "groups")
+TXN_CHECKERS = (*CHECKERS, "txn")
 MIN_SESSION_TIMEOUT_MS = 1000
 
 
@@ -67,6 +77,15 @@ class QueueOptions:
                 "the poll, before processing: at-most-once)", "choices": COMMIT_MODES})
     session_timeout_ms: int = field(default=6000, metadata={
         "help": "consumer group session timeout in subscribe mode", "metavar": "MS"})
+    txn: bool = field(default=False, metadata={
+        "help": "sends and polls as txn ops, each one Kafka transaction (confluent client, "
+                "assign mode, acks=all; the producers are idempotent)"})
+    isolation_level: str = field(default="read_committed", metadata={
+        "help": "the consumers' isolation.level", "choices": ISOLATION_LEVELS})
+    abort_rate: float = field(default=0.0, metadata={
+        "help": "fraction of transactions aborted on purpose, 0 to 1 (queue: its txn ops, "
+                "with --txn; transfer: its transfers)",
+        "metavar": "R"})
     bootstrap_servers: tuple[str, ...] = ()
     topic: str = "kchaos"
     replication_factor: int = 3
@@ -75,6 +94,7 @@ class QueueOptions:
     # while the queue checker counts an info op as committed when any of its values
     # was read: under faults keep 1, or partial info sends show up as unseen.
     max_sends_per_op: int = 1
+    max_txn_ops: int = 4
     send_weight: float = 0.5
     poll_weight: float = 0.45
     assign_weight: float = 0.05
@@ -94,6 +114,7 @@ class QueueOptions:
         if self.rate <= 0 or self.op_timeout <= 0:
             raise ValueError("rate and op_timeout must be > 0")
         self._validate_groups()
+        self._validate_txn()
 
     def _validate_groups(self) -> None:
         if self.sub_via not in SUB_VIA:
@@ -113,28 +134,58 @@ class QueueOptions:
                              "every group needs a consumer thread; lower groups or raise "
                              "concurrency")
 
+    def _validate_txn(self) -> None:
+        if self.isolation_level not in ISOLATION_LEVELS:
+            raise ValueError(f"isolation_level {self.isolation_level!r} is not one of "
+                             f"{', '.join(ISOLATION_LEVELS)}")
+        if not 0 <= self.abort_rate <= 1:
+            raise ValueError(f"abort_rate must be between 0 and 1, got {self.abort_rate:g}: "
+                             "it is the fraction of txn ops aborted on purpose")
+        if self.abort_rate > 0 and not self.txn:
+            raise ValueError("abort_rate needs txn: only txn ops can be aborted; add --txn "
+                             "or drop --abort-rate")
+        if not self.txn:
+            return
+        if self.client != "confluent":
+            raise ValueError(f"txn needs the confluent client, got {self.client!r}: set "
+                             "--client confluent")
+        if self.subscribe:
+            raise ValueError("txn runs in assign mode: drop --sub-via subscribe (consumer "
+                             "groups with transactions are the transfer workload)")
+        if str(self.acks) != "all":
+            raise ValueError(f"txn needs acks=all (transactional producers are idempotent), "
+                             f"got acks={self.acks}: set --acks all")
+
     @property
     def subscribe(self) -> bool:
         return self.sub_via == "subscribe"
+
+    @property
+    def idempotent(self) -> bool:
+        """Whether the producers are idempotent (transactional ones always are)."""
+        return self.idempotence or self.txn
 
     def key_partitions(self) -> dict[int, int]:
         return {key: key for key in range(self.keys)}
 
     def client_options(self) -> ClientOptions:
         retries = self.retries if self.retries is not None else (
-            1_000_000 if self.idempotence else 0)
+            1_000_000 if self.idempotent else 0)
         return ClientOptions(
             bootstrap_servers=tuple(self.bootstrap_servers), topic=self.topic,
             key_partitions=self.key_partitions(), replication_factor=self.replication_factor,
-            acks=str(self.acks), retries=retries, idempotence=self.idempotence,
+            acks=str(self.acks), retries=retries, idempotence=self.idempotent,
             linger_ms=self.linger_ms, op_timeout=self.op_timeout,
             poll_timeout=self.poll_timeout, sub_via=self.sub_via, commit=self.commit,
-            session_timeout_ms=self.session_timeout_ms)
+            session_timeout_ms=self.session_timeout_ms, isolation_level=self.isolation_level,
+            transactional=self.txn, transactional_id=f"{self.topic}-txn",
+            concurrency=self.concurrency)
 
     def test_fields(self) -> dict[str, Any]:
         """What test.json records of these options (the checkers read them)."""
-        fields = {"acks": self.acks, "idempotence": self.idempotence,
-                  "subscribe": self.subscribe, "client": self.client}
+        fields = {"acks": self.acks, "idempotence": self.idempotent,
+                  "subscribe": self.subscribe, "client": self.client, "txn": self.txn,
+                  "isolation_level": self.isolation_level, "abort_rate": self.abort_rate}
         if self.subscribe:
             fields.update(sub_via=self.sub_via, commit=self.commit, groups=self.groups,
                           session_timeout_ms=self.session_timeout_ms)
@@ -142,7 +193,10 @@ class QueueOptions:
 
 
 def checkers(options: QueueOptions) -> tuple[str, ...]:
-    """The checkers the workload needs with `options`: subscribe mode adds `groups`."""
+    """The checkers the workload needs with `options`: subscribe mode adds `groups`,
+    transactions add `txn`."""
+    if options.txn:
+        return TXN_CHECKERS
     return GROUP_CHECKERS if options.subscribe else CHECKERS
 
 
@@ -176,6 +230,40 @@ class SendGenerator:
         return filled, replace(self, seed=rng.getrandbits(63), next_value=self.next_value + count)
 
     def update(self, test: Any, ctx: gen.Context, event: Mapping[str, Any]) -> SendGenerator:
+        return self
+
+
+@dataclass(frozen=True)
+class TxnGenerator:
+    """Txn ops of 1..`most` micro-ops, each a send (with probability `send_share`, values
+    0, 1, 2, ... in order) or a poll; a fraction `abort_rate` marked `"abort": true`."""
+
+    keys: int
+    most: int
+    seed: int
+    send_share: float = 0.5
+    abort_rate: float = 0.0
+    next_value: int = 0
+
+    def op(self, test: Any, ctx: gen.Context) -> tuple[dict, Any] | Any:
+        rng = random.Random(self.seed)
+        micro: list[list[Any]] = []
+        value = self.next_value
+        for _ in range(rng.randint(1, self.most)):
+            if rng.random() < self.send_share:
+                micro.append(["send", rng.randrange(self.keys), value])
+                value += 1
+            else:
+                micro.append(["poll"])
+        item: dict[str, Any] = {"f": "txn", "value": micro}
+        if rng.random() < self.abort_rate:
+            item["abort"] = True
+        filled = gen.fill_in(item, ctx)
+        if filled is gen.PENDING:
+            return gen.PENDING
+        return filled, replace(self, seed=rng.getrandbits(63), next_value=value)
+
+    def update(self, test: Any, ctx: gen.Context, event: Mapping[str, Any]) -> TxnGenerator:
         return self
 
 
@@ -216,6 +304,12 @@ def queue_workload(options: QueueOptions,
     if options.subscribe:
         sources = [(options.send_weight, send), (options.poll_weight, _poll),
                    (options.crash_weight, group_ops.GroupCrash(assign.seed))]
+    elif options.txn:
+        share = options.send_weight / (options.send_weight + options.poll_weight)
+        txns = TxnGenerator(options.keys, options.max_txn_ops, send.seed, share,
+                            options.abort_rate)
+        sources = [(options.send_weight + options.poll_weight, txns),
+                   (options.assign_weight, assign), (options.crash_weight, _crash)]
     else:
         sources = [(options.send_weight, send), (options.poll_weight, _poll),
                    (options.assign_weight, assign), (options.crash_weight, _crash)]

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from workloads import queue
+from workloads import queue, transfer
 from workloads.part import WorkloadKind
 
 __all__ = ["WORKLOADS"]
 
 WORKLOADS: dict[str, WorkloadKind] = {
     "queue": queue.KIND,
+    "transfer": transfer.KIND,
 }

@@ -73,13 +73,15 @@ def test_group_options_defaults_fields_and_checkers():
     assign = QueueOptions()
     assert (assign.sub_via, assign.groups, assign.commit, assign.session_timeout_ms) == (
         "assign", 1, "after-process", 6000)
+    no_txn = {"txn": False, "isolation_level": "read_committed", "abort_rate": 0.0}
     assert assign.test_fields() == {"acks": "all", "idempotence": False, "subscribe": False,
-                                    "client": "confluent"}
+                                    "client": "confluent", **no_txn}
     assert "groups" not in checkers(assign) and KIND.checkers_for(assign) == KIND.checkers
     subscribe = QueueOptions(sub_via="subscribe", commit="auto", groups=2)
     assert subscribe.test_fields() == {
         "acks": "all", "idempotence": False, "subscribe": True, "client": "confluent",
-        "sub_via": "subscribe", "commit": "auto", "groups": 2, "session_timeout_ms": 6000}
+        **no_txn, "sub_via": "subscribe", "commit": "auto", "groups": 2,
+        "session_timeout_ms": 6000}
     assert KIND.checkers_for(subscribe) == (*KIND.checkers, "groups")
     options = subscribe.client_options()
     assert (options.sub_via, options.commit, options.session_timeout_ms) == (

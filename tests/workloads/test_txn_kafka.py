@@ -1,0 +1,108 @@
+"""Transactions on real Apache Kafka 3.9.1 (three loopback brokers): a short `--txn` run of
+the queue workload with aborts on purpose, and a short transfer run, each valid under the
+checkers their workloads name."""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+import pytest
+
+from checker.history import HistoryWriter, load_history
+from checker.registry import composed
+from tests.support.kafka_brokers import KafkaCluster, kafka_unavailable
+from workloads import final
+from workloads import generator as gen
+from workloads.part import Workload
+from workloads.queue import QueueOptions, checkers, queue_workload
+from workloads.transfer import CHECKERS as TRANSFER_CHECKERS
+from workloads.transfer import TransferOptions, transfer_workload
+from workloads.worker import Interpreter
+
+pytestmark = [pytest.mark.cluster, pytest.mark.timeout(300),
+              pytest.mark.skipif(kafka_unavailable() is not None,
+                                 reason=kafka_unavailable() or "")]
+
+BROKER = {"min.insync.replicas": "2", "unclean.leader.election.enable": "false",
+          "transaction.state.log.num.partitions": "3"}
+OFFLINE = ("elections",)  # needs the node logs of a run folder
+
+
+@pytest.fixture(scope="module")
+def cluster(zookeeper, tmp_path_factory):
+    with KafkaCluster(zookeeper.connect, tmp_path_factory.mktemp("kafka-txn"),
+                      properties=dict(BROKER)) as running:
+        yield running
+
+
+def run(cluster, path, workload: Workload, seconds: float) -> tuple[list, dict[str, Any]]:
+    """`seconds` of the workload, then its final phase; the ops and the test record."""
+    servers = [b.bootstrap for b in cluster.brokers.values()]
+    whole = gen.phases(
+        gen.time_limit(seconds, gen.clients(workload.generator)),
+        final.final_phase({"f": "heal", "type": "info"}, workload.final_generator,
+                          recovery_seconds=0.5, client_seconds=60))
+    with HistoryWriter(path) as history:
+        interpreter = Interpreter({}, workload.client, history,
+                                  concurrency=workload.concurrency, nodes=servers,
+                                  op_timeout=workload.op_timeout)
+        interpreter.setup_clients()
+        worker = threading.Thread(target=interpreter.run, args=(whole,),
+                                  kwargs={"time_limit": seconds + 90})
+        worker.start()
+        worker.join()
+        interpreter.teardown_clients()
+    test = {"broker_config": BROKER, "final_reads": True, **workload.test_fields}
+    return load_history(path), test
+
+
+def check(ops, test, names) -> dict[str, Any]:
+    result = composed([name for name in names if name not in OFFLINE]).check(test, ops, {})
+    for name, found in result.checkers.items():
+        assert found.valid is True, (name, found.error, found.to_json().get("anomalies"))
+    return result.checkers
+
+
+def test_txn_run_with_aborts_is_valid(cluster, tmp_path):
+    options = QueueOptions(bootstrap_servers=tuple(b.bootstrap for b in cluster.brokers.values()),
+                           topic="txn-queue", keys=3, concurrency=4, rate=40, seed=5,
+                           op_timeout=5, drain_idle_polls=6, txn=True, abort_rate=0.2,
+                           poll_timeout=0.2)
+    ops, test = run(cluster, tmp_path / "history.jsonl", queue_workload(options), 20)
+    assert test["txn"] is True and test["isolation_level"] == "read_committed"
+    assert test["abort_rate"] == 0.2 and test["idempotence"] is True
+    txns = [op for op in ops if op.f == "txn" and op.type != "invoke"]
+    kinds = {kind: sum(op.type == kind for op in txns) for kind in ("ok", "fail", "info")}
+    assert kinds["ok"] > 50, kinds
+    aborted = [op for op in txns if op.extra.get("abort")]
+    assert aborted and all(op.type in ("fail", "info") for op in aborted)
+    assert sum(op.type == "fail" for op in aborted) > 5
+    sends = [m for op in txns if op.type == "ok" for m in op.value if m[0] == "send"]
+    assert sends and all(isinstance(m[2][0], int) for m in sends)
+    polled = [m for op in txns if op.type == "ok" for m in op.value
+              if m[0] == "poll" and any(m[1].values())]
+    assert polled, "transactions read what others committed"
+    results = check(ops, test, checkers(options))
+    assert results["queue"].stats["sends"] > 100
+
+
+def test_transfer_run_is_valid(cluster, tmp_path):
+    options = TransferOptions(
+        bootstrap_servers=tuple(b.bootstrap for b in cluster.brokers.values()),
+        topic="xfer-in", output_topic="xfer-out", keys=3, concurrency=4, rate=40, seed=9,
+        op_timeout=5, drain_idle_polls=6, abort_rate=0.1, crash_weight=0.02)
+    workload = transfer_workload(options)
+    ops, test = run(cluster, tmp_path / "history.jsonl", workload, 20)
+    assert workload.consumer_pids() == []
+    transfers = [op for op in ops if op.f == "txn" and op.type == "ok" and "offsets" in op.extra]
+    assert len(transfers) > 10
+    assert all(m[0] == "send" and m[1] >= options.keys for op in transfers
+               for m in op.value[1:])
+    [committed] = [op for op in ops if op.f == "committed" and op.type == "ok"]
+    assert all(committed.value["offsets"][str(k)] for k in range(options.keys))
+    results = check(ops, test, TRANSFER_CHECKERS)
+    stats = results["transfer"].stats
+    assert stats["inputs"] > 100 and stats["inputs-with-output"] == stats["inputs"]
+    assert stats["aborted-on-purpose"] > 0
+    assert stats["committed-offsets"] == committed.value["offsets"]

@@ -1,0 +1,128 @@
+"""The transfer workload's client: input sends, transfer workers, final reads.
+
+`TransferClient` is the confluent queue client of the transfer workload (`ClientOptions`
+with the input topic as `topic` and the output keys on the output topic): `send` ops
+produce input records with a plain idempotent producer; `subscribe` starts the process's
+transfer worker (`workloads.transfer_child`, in a child process, in the op's group, with
+the transactional id of the process's worker thread); `txn` ops are transfers, one
+transaction each (`TransferMember.transfer`); `crash` closes or kills the worker as
+group members are (`workloads.group_member`); `committed` reads the group's committed
+input offsets, retrying while a transaction holds them (UNSTABLE_OFFSET_COMMIT); the final
+drain's `assign` and `poll` read both topics from the beginning at read_committed.
+
+A transfer completes as a `txn` op: `[["poll", {k: [[offset, value], ...]}], ["send",
+output key, [offset, value]], ...]` with the input offsets it committed in `offsets`
+({"k": next}) and its consumer's rebalance callbacks in `rebalances`. A process that ends
+otherwise than by a crash op abandons its worker instead of closing it: the worker
+finishes what it was doing and lingers as a zombie (`ConsumerChildren.abandon`).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from confluent_kafka import KafkaException
+
+from workloads.client import ClientOptions, completed
+from workloads.group_child import ConsumerChildren
+from workloads.group_member import REPLY_GRACE_SECONDS, GroupMember
+from workloads.kafka_confluent import ConfluentClient
+from workloads.transfer_child import TXN_BUDGET, TransferConfig
+from workloads.txn_confluent import Zombies
+
+__all__ = ["TRANSFER_MAIN", "TransferClient", "TransferMember"]
+
+TRANSFER_MAIN = "workloads.transfer_child"
+RETRY_PAUSE = 0.2
+
+
+class TransferMember(GroupMember):
+    """The parent's side of one transfer worker child."""
+
+    def __init__(self, children: ConsumerChildren, config: TransferConfig,
+                 clock: Callable[[], int] | None) -> None:
+        self.children = children
+        self.config = config
+        self.clock = clock
+        self.child = children.start(config, TRANSFER_MAIN)
+        self.timeout = config.op_timeout + REPLY_GRACE_SECONDS
+
+    def transfer(self, op: Mapping[str, Any]) -> dict[str, Any]:
+        reply, failed = self._request(op, "transfer", abort=bool(op.get("abort")))
+        if failed is not None:
+            return failed
+        result = reply["result"]
+        value: list[list[Any]] = [["poll", {key: pairs for key, pairs in result["reads"]}]]
+        value += [["send", key, [offset, item]] for key, offset, item in result["outputs"]]
+        offsets = {str(key): n for key, n in result["offsets"]} or None
+        return completed(op, result["type"], value, error=result.get("error"), offsets=offsets,
+                         rebalances=self.rebalances(reply["events"]),
+                         errors=", ".join(dict.fromkeys(result["errors"])) or None)
+
+    def close(self) -> None:
+        """Abandon the worker: it finishes its transaction (a zombie) and exits."""
+        child, self.child = self.child, None
+        if child is not None:
+            self.children.abandon(child)
+
+
+@dataclass(frozen=True)
+class Outputs:
+    """Where each input key's outputs go: its output key (on the output topic)."""
+
+    topic: str
+    keys: Mapping[Any, Any]
+
+
+class TransferClient(ConfluentClient):
+    """`TransferClient(options, outputs)` is the unopened factory value; `open` connects."""
+
+    def __init__(self, options: ClientOptions, outputs: Outputs, node: str | None = None,
+                 children: ConsumerChildren | None = None,
+                 zombies: Zombies | None = None) -> None:
+        super().__init__(options, node, children, zombies)
+        self.outputs = outputs
+
+    def _copy(self, node: str | None) -> TransferClient:
+        return TransferClient(self.options, self.outputs, node, self.children, self.zombies)
+
+    def invoke(self, test: Any, op: Mapping[str, Any]) -> dict[str, Any]:
+        if op["f"] == "txn":
+            if not isinstance(self.member, TransferMember):
+                return completed(op, "fail", op["value"], error="not subscribed")
+            return self.member.transfer(op)
+        if op["f"] == "committed":
+            return self._committed_op(op)
+        return super().invoke(test, op)
+
+    def _subscribe(self, op: Mapping[str, Any]) -> dict[str, Any]:
+        self.close_member()
+        producer = {key: value for key, value in self._txn_config(op["process"]).items()
+                    if key != "logger"}
+        options = self.options
+        config = TransferConfig(
+            member=self.member_config(op["value"]["group"]), producer=producer,
+            output_topic=self.outputs.topic,
+            outputs={key: (out, options.key_partitions[out])
+                     for key, out in self.outputs.keys.items()})
+        self.member = TransferMember(self.children, config, self.clock)
+        return self.member.subscribe(op)
+
+    def _committed_op(self, op: Mapping[str, Any]) -> dict[str, Any]:
+        """The group's committed offsets, retrying while they are unstable (a transaction
+        holding offsets of the group is still open) until the op's budget is spent."""
+        group = op["value"]["group"]
+        deadline = time.monotonic() + self.options.op_timeout * TXN_BUDGET
+        while True:
+            try:
+                found = self._committed(group)
+                break
+            except KafkaException:
+                if time.monotonic() + RETRY_PAUSE >= deadline:
+                    raise
+                time.sleep(RETRY_PAUSE)
+        return completed(op, "ok", {"group": group, "offsets": {
+            str(key): offset for key, offset in found.items()}})
