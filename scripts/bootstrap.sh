@@ -41,17 +41,18 @@ if [ ! -f .cache/kafka/3.9.1/.complete ]; then
     echo "bootstrap: Apache Kafka 3.9.1 cached in .cache/kafka/3.9.1/libs"
 fi
 
-# The Java group consumer of the tests (tests/support/group_clients/GroupConsumer.java),
-# compiled against the cached kafka-clients only when its source changed (a sha256 stamp).
-java_source=tests/support/group_clients/GroupConsumer.java
+# The Java clients of the tests (tests/support/group_clients/GroupConsumer.java and
+# tests/support/txn_clients/TxnDriver.java), compiled against the cached kafka-clients only
+# when their sources changed (a sha256 stamp).
+java_sources=(tests/support/group_clients/GroupConsumer.java tests/support/txn_clients/TxnDriver.java)
 java_classes=.cache/java-clients/classes
 java_stamp=.cache/java-clients/.stamp
-java_want=$(sha256sum "$java_source" | cut -d' ' -f1)
+java_want=$(cat "${java_sources[@]}" | sha256sum | cut -d' ' -f1)
 if [ ! -f "$java_stamp" ] || [ "$(cat "$java_stamp")" != "$java_want" ] \
-        || [ ! -f "$java_classes/GroupConsumer.class" ]; then
+        || [ ! -f "$java_classes/GroupConsumer.class" ] || [ ! -f "$java_classes/TxnDriver.class" ]; then
     rm -rf "$java_classes"
     mkdir -p "$java_classes"
-    javac -nowarn -cp '.cache/kafka/3.9.1/libs/*' -d "$java_classes" "$java_source"
+    javac -nowarn -cp '.cache/kafka/3.9.1/libs/*' -d "$java_classes" "${java_sources[@]}"
     echo "$java_want" > "$java_stamp"
-    echo "bootstrap: Java group consumer compiled into $java_classes"
+    echo "bootstrap: Java test clients compiled into $java_classes"
 fi

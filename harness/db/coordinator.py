@@ -1,6 +1,7 @@
-"""Finding a consumer group's coordinator, for either db.
+"""Finding a consumer group's or a transactional id's coordinator, for either db.
 
-`find_coordinator` asks one broker with FindCoordinator (key type 0: a group) through
+`find_coordinator` asks one broker with FindCoordinator (key type 0: a group, 1: a
+transactional id) through
 kafka-python's protocol classes over a plain socket: our broker and Apache Kafka both
 answer it. `loaded_coordinator` is the fallback for our broker: the broker id of the
 latest `coordinator-loaded` line (highest leader epoch) for the group's
@@ -18,19 +19,22 @@ from broker.config import BrokerConfig
 from broker.group.placement import partition_for
 from harness.db.brokers import exchange
 
-__all__ = ["DEFAULT_OFFSETS_PARTITIONS", "GROUP_KEY_TYPE", "find_coordinator",
-           "loaded_coordinator", "offsets_partition"]
+__all__ = ["DEFAULT_OFFSETS_PARTITIONS", "GROUP_KEY_TYPE", "TRANSACTION_KEY_TYPE",
+           "find_coordinator", "loaded_coordinator", "offsets_partition"]
 
 DEFAULT_OFFSETS_PARTITIONS = BrokerConfig.offsets_topic_num_partitions  # our broker's default
 GROUP_KEY_TYPE = 0
+TRANSACTION_KEY_TYPE = 1
 VERSION = 2  # the newest version that is not flexible: one key, a plain response header
 
 
-def find_coordinator(address: str, port: int, group: str, timeout: float = 2.0) -> int | None:
+def find_coordinator(address: str, port: int, key: str, timeout: float = 2.0,
+                     key_type: int = GROUP_KEY_TYPE) -> int | None:
     """The coordinator's broker id as the broker at `address` answers FindCoordinator for
-    `group`; None when it answers with an error (e.g. COORDINATOR_NOT_AVAILABLE while the
-    offsets topic is being created). Raises OSError when the broker does not answer."""
-    request = FindCoordinatorRequest[VERSION](key=group, key_type=GROUP_KEY_TYPE)
+    `key` (a group, or a transactional id with `TRANSACTION_KEY_TYPE`); None when it
+    answers with an error (e.g. COORDINATOR_NOT_AVAILABLE while the internal topic is
+    being created). Raises OSError when the broker does not answer."""
+    request = FindCoordinatorRequest[VERSION](key=key, key_type=key_type)
     request.with_header(correlation_id=1, client_id="kchaos-nemesis")
     response = FindCoordinatorResponse.decode(exchange(address, port, request, timeout),
                                               version=VERSION)
