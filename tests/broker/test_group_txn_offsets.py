@@ -12,10 +12,8 @@ import json
 import struct
 from dataclasses import dataclass, field
 
-from crc32c import crc32c
 from kafka.protocol.consumer import OffsetFetchRequest
 from kafka.protocol.producer import TxnOffsetCommitRequest
-from kafka.record.default_records import DefaultRecordBatchBuilder
 
 from broker.errors import ErrorCode
 from broker.event_log import EventLog
@@ -37,21 +35,15 @@ from broker.replica.partition import AppendResult
 from broker.server.dispatch import BrokerContext
 from broker.server.groups import handle_offset_fetch, handle_txn_offset_commit
 from broker.storage.log import LogConfig, PartitionLog
+from broker.storage.markers import build_marker_batch
 from tests.broker.test_group_coordinator import MemoryOffsetsLog, join, make_coordinator, owned
 
 T0, T1, T2, T3 = ("t", 0), ("t", 1), ("t", 2), ("t", 3)
 
 
 def marker_batch(producer_id: int, producer_epoch: int, commit: bool) -> bytes:
-    """A transaction marker: a control batch (attributes 0x30) of one record, key int16
-    version 0 + int16 type (1 commit, 0 abort), value int16 version + int32 coordinator
-    epoch."""
-    builder = DefaultRecordBatchBuilder(2, 0, True, producer_id, producer_epoch, -1, 1 << 20)
-    builder.append(0, 0, struct.pack(">hh", 0, int(commit)), struct.pack(">hi", 0, 0), [])
-    batch = bytearray(builder.build())
-    struct.pack_into(">h", batch, 21, 0x30)
-    struct.pack_into(">I", batch, 17, crc32c(bytes(batch[21:])))
-    return bytes(batch)
+    """The storage's transaction marker: a control batch (attributes 0x30) of one record."""
+    return build_marker_batch(producer_id, producer_epoch, commit, 0, 0)
 
 
 def txn(producer_id: int, group: str = "g", generation: int = -1, member: str = "",
