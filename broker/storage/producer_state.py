@@ -238,7 +238,7 @@ class ProducerStateManager:
                                           self._stable_after(txn)))
             self.ongoing.pop(txn.first_offset, None)
             self.unreplicated.append(txn)
-        self.dirty = True
+        self.dirty |= bool(append.entries)
         return aborted
 
     def _stable_after(self, txn: CompletedTxn) -> int:

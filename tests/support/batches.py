@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import struct
 import time
 
+from crc32c import crc32c
 from kafka.record import MemoryRecords
 from kafka.record.memory_records import MemoryRecordsBuilder
 
 GZIP = 1
 BASE_TIME = 1_700_000_000_000
+CRC_POS = 17
+BASE_SEQUENCE_POS = 53
 
 
 def make_batch(values: list[bytes], compression: int = 0, timestamp: int = BASE_TIME,
@@ -50,11 +54,18 @@ def decode_batches(data: bytes) -> list[tuple[int, int, int]]:
     return out
 
 
-def batch(count: int = 3, producer_id: int = -1, epoch: int = 0, sequence: int = -1) -> bytes:
+def batch(count: int = 3, producer_id: int = -1, epoch: int = 0, sequence: int = -1,
+          transactional: bool = False) -> bytes:
+    """A batch of `count` records; with a producer id and sequence -1, a batch without
+    sequence as the coordinators write them (kafka-python builds none: patched in)."""
     builder = MemoryRecordsBuilder(magic=2, compression_type=0, batch_size=1 << 20)
     if producer_id >= 0:
-        builder.set_producer_state(producer_id, epoch, sequence, False)
+        builder.set_producer_state(producer_id, epoch, max(sequence, 0), transactional)
     for i in range(count):
         builder.append(int(time.time() * 1000), None, b"value-%d" % i)
     builder.close()
-    return bytes(builder.buffer())
+    data = bytearray(builder.buffer())
+    if producer_id >= 0 and sequence < 0:
+        struct.pack_into(">i", data, BASE_SEQUENCE_POS, -1)
+        struct.pack_into(">I", data, CRC_POS, crc32c(bytes(data[CRC_POS + 4:])))
+    return bytes(data)
