@@ -4,7 +4,7 @@ PY := $(VENV)/bin/python
 export PYSPARK_PYTHON := $(abspath $(PY))
 export SPARK_LOCAL_IP := 127.0.0.1
 
-.PHONY: bootstrap run test test-docker test-groups-kafka lint bench
+.PHONY: bootstrap run test test-docker test-groups-kafka test-txn-kafka lint bench
 
 bootstrap:
 	@bash scripts/bootstrap.sh
@@ -21,6 +21,9 @@ test-docker: bootstrap
 
 test-groups-kafka: bootstrap
 	KCHAOS_KAFKA_GROUP_TESTS=1 $(PY) -m pytest -q -s tests/broker/test_group_clients.py
+
+test-txn-kafka: bootstrap
+	KCHAOS_KAFKA_TXN_TESTS=1 $(PY) -m pytest -q tests/broker/test_transactions_cluster.py
 
 lint: bootstrap
 	$(VENV)/bin/ruff check .
