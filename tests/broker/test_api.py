@@ -31,11 +31,13 @@ from kafka.protocol.producer import (
     InitProducerIdResponse,
     ProduceRequest,
     ProduceResponse,
+    WriteTxnMarkersRequest,
+    WriteTxnMarkersResponse,
 )
 
 from broker.errors import ErrorCode
 from broker.replica.client import BrokerConnection
-from tests.support.batches import batch
+from tests.support.batches import batch, decode
 from tests.support.brokers import BrokerCluster
 
 pytestmark = [pytest.mark.cluster, pytest.mark.timeout(120)]
@@ -170,6 +172,50 @@ def test_idempotent_produce_dedups_and_rejects_gaps(single):
                                               transaction_timeout_ms=60000),
                   InitProducerIdResponse, 2)
     assert second.producer_id != pid
+
+
+def test_read_committed_fetch_and_list_offsets_stop_at_the_lso(single):
+    port = single.brokers[1].port
+    ensure_topic(single, "txn-wire")
+    produce(port, "txn-wire", batch(2))  # 0-1
+    pid = 4242
+    opened = produce(port, "txn-wire", batch(2, producer_id=pid, sequence=0, transactional=True))
+    produce(port, "txn-wire", batch(1))  # 4
+    assert opened.error_code == 0 and opened.base_offset == 2
+
+    Fetch = FetchRequest.FetchTopic
+
+    def fetch(isolation: int):
+        request = FetchRequest(replica_id=-1, max_wait_ms=0, min_bytes=0, isolation_level=isolation,
+                               topics=[Fetch(topic="txn-wire", partitions=[Fetch.FetchPartition(
+                                   partition=0, fetch_offset=0, partition_max_bytes=1 << 20)])])
+        return call(port, request, FetchResponse, 11).responses[0].partitions[0]
+
+    def latest(isolation: int) -> int:
+        Topic = ListOffsetsRequest.ListOffsetsTopic
+        request = ListOffsetsRequest(replica_id=-1, isolation_level=isolation, topics=[Topic(
+            name="txn-wire", partitions=[Topic.ListOffsetsPartition(partition_index=0,
+                                                                    timestamp=-1)])])
+        return call(port, request, ListOffsetsResponse, 4).topics[0].partitions[0].offset
+
+    committed, uncommitted = fetch(1), fetch(0)
+    assert (committed.high_watermark, committed.last_stable_offset) == (5, 2)
+    assert [o for o, _ in decode(committed.records)] == [0, 1]
+    assert committed.aborted_transactions == []
+    assert [o for o, _ in decode(uncommitted.records)] == [0, 1, 2, 3, 4]
+    assert uncommitted.aborted_transactions is None and uncommitted.last_stable_offset == 2
+    assert (latest(0), latest(1)) == (5, 2)
+
+    Marker = WriteTxnMarkersRequest.WritableTxnMarker
+    response = call(port, WriteTxnMarkersRequest(markers=[Marker(
+        producer_id=pid, producer_epoch=0, transaction_result=False, coordinator_epoch=0,
+        topics=[Marker.WritableTxnMarkerTopic(name="txn-wire", partition_indexes=[0])])]),
+        WriteTxnMarkersResponse, 1)
+    assert response.markers[0].topics[0].partitions[0].error_code == 0
+    committed = fetch(1)
+    assert committed.last_stable_offset == committed.high_watermark == 6 == latest(1)
+    assert [o for o, _ in decode(committed.records)] == [0, 1, 2, 3, 4, 5], "5: the marker"
+    assert [(t.producer_id, t.first_offset) for t in committed.aborted_transactions] == [(pid, 2)]
 
 
 def test_duplicate_broker_id_refuses_to_start(single, tmp_path):
