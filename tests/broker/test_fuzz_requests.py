@@ -9,9 +9,10 @@ come before its bytes, so a proper prefix of a valid body cannot parse exactly),
 truncation mutates "sharp" requests, ones that would create a topic or append if accepted.
 A bit flip can turn a valid request into another valid one, so flipped frames mutate
 "robust" requests: names of absent topics start with four illegal characters (no three
-flips, nor a shortened length prefix, make them legal), and the rest only read. Group
-requests name absent groups and topics the same way; `__consumer_offsets` is created before
-fuzzing, as the first FindCoordinator would.
+flips, nor a shortened length prefix, make them legal), and the rest only read. Group and
+transaction requests name absent groups, transactional ids and topics the same way;
+`__consumer_offsets` and `__transaction_state` are created before fuzzing, as the first
+FindCoordinator of each kind would.
 """
 
 from __future__ import annotations
@@ -48,7 +49,15 @@ from kafka.protocol.metadata import (
     FindCoordinatorRequest,
     MetadataRequest,
 )
-from kafka.protocol.producer import InitProducerIdRequest, ProduceRequest, TxnOffsetCommitRequest
+from kafka.protocol.producer import (
+    AddOffsetsToTxnRequest,
+    AddPartitionsToTxnRequest,
+    EndTxnRequest,
+    InitProducerIdRequest,
+    ProduceRequest,
+    TxnOffsetCommitRequest,
+    WriteTxnMarkersRequest,
+)
 
 from tests.support.batches import make_batch, values_of
 from tests.support.brokers import BrokerCluster
@@ -67,7 +76,9 @@ ABSENT = "!!!!"  # prefix of topic names that must never exist
 def cluster(zookeeper, tmp_path_factory):
     with BrokerCluster(zookeeper.connect, tmp_path_factory.mktemp("fuzz"), size=1,
                        properties={"group.initial.rebalance.delay.ms": "0",
-                                   "offsets.topic.num.partitions": "2"}) as cluster:
+                                   "offsets.topic.num.partitions": "2",
+                                   "transaction.state.log.num.partitions": "2",
+                                   "transaction.state.log.min.isr": "1"}) as cluster:
         yield cluster
 
 
@@ -161,6 +172,36 @@ def txn_offset_commit(version: int, sharp: bool):
                                                   committed_metadata="")])])
 
 
+TXN = ABSENT + "txn"
+
+
+def add_partitions_to_txn(version: int, sharp: bool):
+    Topic = AddPartitionsToTxnRequest.AddPartitionsToTxnTopic
+    return AddPartitionsToTxnRequest[version](
+        v3_and_below_transactional_id=TXN, v3_and_below_producer_id=1,
+        v3_and_below_producer_epoch=0,
+        v3_and_below_topics=[Topic(name=DATA if sharp else ABSENT + "txn-topic",
+                                   partitions=[0])])
+
+
+def add_offsets_to_txn(version: int, sharp: bool):
+    return AddOffsetsToTxnRequest[version](transactional_id=TXN, producer_id=1, producer_epoch=0,
+                                           group_id=GROUP)
+
+
+def end_txn(version: int, sharp: bool):
+    return EndTxnRequest[version](transactional_id=TXN, producer_id=1, producer_epoch=0,
+                                  committed=True)
+
+
+def write_txn_markers(version: int, sharp: bool):
+    Marker = WriteTxnMarkersRequest.WritableTxnMarker
+    return WriteTxnMarkersRequest[version](markers=[Marker(
+        producer_id=1, producer_epoch=0, transaction_result=True, coordinator_epoch=0,
+        topics=[Marker.WritableTxnMarkerTopic(name=DATA if sharp else ABSENT + "marker",
+                                              partition_indexes=[0])])])
+
+
 def offset_fetch(version: int, sharp: bool):
     if version >= 8:
         Group = OffsetFetchRequest.OffsetFetchRequestGroup
@@ -223,8 +264,9 @@ BUILDERS = {0: produce, 1: fetch, 2: list_offsets, 3: metadata, 8: offset_commit
             9: offset_fetch, 10: find_coordinator, 11: join_group, 12: heartbeat,
             13: leave_group, 14: sync_group, 15: describe_groups, 16: list_groups,
             18: api_versions, 19: create_topics, 22: init_producer_id,
-            23: offset_for_leader_epoch, 28: txn_offset_commit, 37: create_partitions,
-            42: delete_groups}
+            23: offset_for_leader_epoch, 24: add_partitions_to_txn, 25: add_offsets_to_txn,
+            26: end_txn, 27: write_txn_markers, 28: txn_offset_commit,
+            37: create_partitions, 42: delete_groups}
 
 
 # -- mutations ------------------------------------------------------------------------------
@@ -361,6 +403,16 @@ def create_offsets_topic(cluster: BrokerCluster) -> None:
         consumer.close()
 
 
+def create_transaction_topic(cluster: BrokerCluster) -> None:
+    """A real transactional producer initialises: `__transaction_state` exists and is led."""
+    from confluent_kafka import Producer
+
+    producer = Producer({"bootstrap.servers": cluster.bootstrap,
+                         "transactional.id": "fuzz-txn-init"})
+    producer.init_transactions(60)
+    producer.flush(5)
+
+
 # -- the test -------------------------------------------------------------------------------
 
 
@@ -372,9 +424,10 @@ def test_fuzzed_requests_are_never_acted_on(cluster):
     pairs = advertised(port)
     assert {key for key, _ in pairs} == set(BUILDERS), "a builder per advertised API"
     create_offsets_topic(cluster)
+    create_transaction_topic(cluster)
     topics = set(cluster.zk.get_children("/brokers/topics"))
     partitions = [(DATA, 0)]
-    assert topics == {DATA, "__consumer_offsets"}
+    assert topics == {DATA, "__consumer_offsets", "__transaction_state"}
     before = offsets(port, partitions)
     assert before == {(DATA, 0): [SEEDED, SEEDED]}
     logs = LogWatch([broker.directory / "stdout.log", broker.log_dir / "server.log"])
