@@ -22,7 +22,7 @@ from .errors import (
 )
 from .markers import build_marker_batch
 from .producer_replay import load_producer_state, stage_batch
-from .producer_snapshot import delete_snapshot, snapshot_offsets, write_snapshot
+from .producer_snapshot import delete_all_snapshots, delete_snapshots_below, write_snapshot
 from .producer_state import ProducerAppend, ProducerStateManager
 from .records import (
     CONTROL_MASK,
@@ -425,8 +425,7 @@ class PartitionLog:
         with self._lock:
             for segment in self.segments:
                 segment.delete()
-            for snapshot in snapshot_offsets(self.directory):
-                delete_snapshot(self.directory, snapshot)
+            delete_all_snapshots(self.directory)
             self.producer_state = ProducerStateManager()
             self.last_snapshot_offset = None
             self.segments = [LogSegment.create(self.directory, offset,
@@ -489,7 +488,7 @@ class PartitionLog:
         del self._bases[:count]
         self.log_start_offset = max(self.log_start_offset, self._bases[0])
         self.epoch_cache.truncate_from_start(self.log_start_offset)
-        self._delete_snapshots_before(self.log_start_offset)
+        delete_snapshots_below(self.directory, self.log_start_offset)
         return count
 
     # -- compaction -----------------------------------------------------------------------
@@ -550,21 +549,14 @@ class PartitionLog:
         self.producer_state.dirty = False
         self.last_snapshot_offset = self.log_end_offset
 
-    def _delete_snapshots_before(self, offset: int) -> None:
-        """Delete the producer snapshots below `offset`, keeping at least the latest."""
-        offsets = snapshot_offsets(self.directory)
-        for snapshot in offsets[:-1]:
-            if snapshot < offset:
-                delete_snapshot(self.directory, snapshot)
-
     def delete_snapshots_before_recovery_point(self) -> None:
         """After the recovery point is checkpointed, as Kafka: keep the snapshots from the
         segment holding the recovery point or the one before the active segment, whichever
         is lower (recovery starts from one of those)."""
         with self._lock:
             i = max(bisect_right(self._bases, self.recovery_point) - 1, 0)
-            self._delete_snapshots_before(
-                min(self._bases[i], self._bases[max(len(self._bases) - 2, 0)]))
+            delete_snapshots_below(self.directory, min(
+                self._bases[i], self._bases[max(len(self._bases) - 2, 0)]))
 
     # -- durability -----------------------------------------------------------------------
 

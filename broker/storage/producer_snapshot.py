@@ -28,7 +28,9 @@ from .producer_state import CACHED_BATCHES, ProducerBatch, ProducerEntry
 
 __all__ = [
     "SNAPSHOT_SUFFIX",
+    "delete_all_snapshots",
     "delete_snapshot",
+    "delete_snapshots_below",
     "read_snapshot",
     "snapshot_offsets",
     "snapshot_path",
@@ -119,3 +121,15 @@ def read_snapshot(directory: Path, offset: int) -> list[ProducerEntry] | None:
 
 def delete_snapshot(directory: Path, offset: int) -> None:
     snapshot_path(directory, offset).unlink(missing_ok=True)
+
+
+def delete_snapshots_below(directory: Path, offset: int) -> None:
+    """Delete the snapshots below `offset` but the latest snapshot of all."""
+    for snapshot in snapshot_offsets(directory)[:-1]:
+        if snapshot < offset:
+            delete_snapshot(directory, snapshot)
+
+
+def delete_all_snapshots(directory: Path) -> None:
+    for snapshot in snapshot_offsets(directory):
+        delete_snapshot(directory, snapshot)
