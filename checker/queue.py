@@ -16,7 +16,11 @@ an ok one, with the offset its completion gives, if any.
 "all"/-1; default "all"), `broker_config` ("min.insync.replicas", default 1;
 "unclean.leader.election.enable", default false), `subscribe` (true when consumers
 subscribe rather than assign), `idempotence` (false: the producer may duplicate on
-retry), `final_reads` (default true: the history ends with reads draining every key).
+retry), `final_reads` (default true: the history ends with reads draining every key),
+`isolation_level` (default "read_committed"; at "read_uncommitted" consumers read records
+of open and aborted transactions: G1a and precommitted-read are allowed, and a read of one
+value of an unknown-outcome transaction no longer proves its other sends committed, so
+those are not counted lost).
 """
 
 from __future__ import annotations
@@ -47,6 +51,7 @@ __all__ = [
     "fold",
     "judged",
     "promises_no_loss",
+    "reads_uncommitted",
     "tolerance_reasons",
 ]
 
@@ -63,6 +68,8 @@ ANOMALIES = (
 KEY_TXN_ANOMALIES = ("G1b",)
 # Normal in Kafka's transaction model, as in Jepsen: producers interleave their sends.
 ALWAYS_ALLOWED = frozenset({"int-send-skip"})
+# What consumers at isolation.level=read_uncommitted are allowed to see.
+UNCOMMITTED_READS = frozenset({"G1a", "precommitted-read"})
 
 
 def acks_label(acks: Any, default: Any = "all") -> str:
@@ -79,6 +86,11 @@ def acks_label(acks: Any, default: Any = "all") -> str:
 
 def broker_setting(test: Mapping[str, Any], name: str, default: Any) -> Any:
     return (test.get("broker_config") or {}).get(name, default)
+
+
+def reads_uncommitted(test: Mapping[str, Any]) -> bool:
+    """Whether the test's consumers read at isolation.level=read_uncommitted."""
+    return test.get("isolation_level", "read_committed") == "read_uncommitted"
 
 
 def flag(value: Any) -> bool:
@@ -115,6 +127,8 @@ def tolerance_reasons(test: Mapping[str, Any], kinds: Iterable[str]) -> list[str
         reasons.append("no final reads")
     if kinds & ALWAYS_ALLOWED:
         reasons.append("transactions interleave their sends (int-send-skip)")
+    if kinds & UNCOMMITTED_READS and reads_uncommitted(test):
+        reasons.append("isolation.level=read_uncommitted")
     return reasons
 
 
@@ -129,6 +143,8 @@ def allowed_anomalies(test: Mapping[str, Any]) -> frozenset[str]:
         allowed.add("duplicate")
     if test.get("final_reads") is False:
         allowed.add("unseen")
+    if reads_uncommitted(test):
+        allowed |= UNCOMMITTED_READS
     return frozenset(allowed)
 
 
@@ -223,7 +239,13 @@ def analyse(history: Iterable[Op], source: str = "<history>",
 def judged(test: Mapping[str, Any], analysis: QueueAnalysis) -> QueueAnalysis:
     """The analysis as this test can judge it: without final reads (`final_reads` false, e.g.
     an interrupted run), a write never read is `unseen`, not lost, however far other reads
-    got; a write read and then overwritten stays lost."""
+    got; a write read and then overwritten stays lost. At read_uncommitted, an
+    unknown-outcome write never read itself is no loss: the read of another value of its
+    transaction that counted it committed may have been of an aborted record."""
+    if reads_uncommitted(test):
+        analysis = _without_losses(analysis, [
+            loss for loss in analysis.losses
+            if loss["status"] == "info" and "overwritten-by" not in loss["witness"]])
     if test.get("final_reads", True) is not False:
         return analysis
     moved = [loss for loss in analysis.losses
@@ -232,12 +254,28 @@ def judged(test: Mapping[str, Any], analysis: QueueAnalysis) -> QueueAnalysis:
         return analysis
     losses = [{**loss, "kind": "unseen"} if any(loss is m for m in moved) else loss
               for loss in analysis.losses]
+    return _recounted(analysis, losses, {"lost-write": -len(moved), "unseen": len(moved)})
+
+
+def _without_losses(analysis: QueueAnalysis, dropped: list[dict[str, Any]]) -> QueueAnalysis:
+    if not dropped:
+        return analysis
+    gone = {id(loss) for loss in dropped}
+    losses = [loss for loss in analysis.losses if id(loss) not in gone]
+    change: dict[str, int] = {}
+    for loss in dropped:
+        change[loss["kind"]] = change.get(loss["kind"], 0) - 1
+    return _recounted(analysis, losses, change)
+
+
+def _recounted(analysis: QueueAnalysis, losses: list[dict[str, Any]],
+               change: Mapping[str, int]) -> QueueAnalysis:
+    """The analysis with `losses`, the counts of the loss kinds moved by `change`."""
     anomalies = dict(analysis.anomalies)
-    for kind in ("lost-write", "unseen"):
+    for kind, delta in change.items():
         witnesses = sorted((loss["witness"] for loss in losses if loss["kind"] == kind),
                            key=lambda w: (w["ops"], repr(w["key"])))
-        count = (anomalies[kind].count if kind in anomalies else 0) + \
-            (len(moved) if kind == "unseen" else -len(moved))
+        count = (anomalies[kind].count if kind in anomalies else 0) + delta
         if count:
             anomalies[kind] = condense(witnesses, count)
         else:

@@ -20,7 +20,8 @@ wr edge and an rw edge (whose writer began after its reader ended) each lead to 
 commit, so such a cycle cannot happen; one that needs a ww edge can, as G1c. They are
 allowed when the test's `isolation_level` (the consumers' Kafka `isolation.level`,
 default "read_committed") is "read_uncommitted": polls then read records before their
-transaction commits, so wr edges no longer order commits.
+transaction commits, so wr edges no longer order commits, and G1c is allowed then too
+(two transactions may each read the other's uncommitted send).
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from checker.checkers import AnalysisChecker, Anomaly, Result, condense
-from checker.queue import KEY_TXN_ANOMALIES, QueueAnalysis
+from checker.queue import KEY_TXN_ANOMALIES, QueueAnalysis, reads_uncommitted
 from checker.queue_edges import EDGE_FIELDS, KIND_NAMES, RW, WR, WW, WW_WR
 
 __all__ = ["Cycles", "TxnChecker", "cycle_anomalies", "strongly_connected"]
@@ -285,8 +286,8 @@ class TxnChecker(AnalysisChecker):
         cycles = cycle_anomalies(analysis.edges)
         anomalies.update(cycles.anomalies)
         tolerated = ALLOWED_ALWAYS | ({"G1c", "G-single", "G2"} - cycles.without_ww)
-        if test.get("isolation_level", "read_committed") == "read_uncommitted":
-            tolerated |= {"G-single", "G2"}
+        if reads_uncommitted(test):
+            tolerated |= {"G1c", "G-single", "G2"}
         found = set(anomalies)
         return Result(valid=not (found - tolerated), anomalies=anomalies,
                       stats=cycles.stats, allowed=sorted(found & tolerated),

@@ -108,9 +108,7 @@ class TransferOptions:
         return {"acks": "all", "idempotence": True, "subscribe": True, "client": "confluent",
                 "txn": True, "isolation_level": "read_committed",
                 "abort_rate": self.abort_rate, "groups": 1,
-                "session_timeout_ms": self.session_timeout_ms,
-                "transfer": {"input_topic": self.topic, "output_topic": self.output_topic,
-                             "outputs": {str(k): v for k, v in self.outputs().items()}}}
+                "session_timeout_ms": self.session_timeout_ms}
 
 
 @dataclass(frozen=True)

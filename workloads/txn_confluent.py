@@ -62,8 +62,9 @@ def _name(exception: BaseException) -> str:
 class TxnProducer:
     """A transactional producer; see the module docstring."""
 
-    def __init__(self, config: Mapping[str, Any]) -> None:
-        self.producer = Producer(dict(config))
+    def __init__(self, config: Mapping[str, Any],
+                 make: Callable[[dict[str, Any]], Any] = Producer) -> None:
+        self.producer = make(dict(config))
         self.lock = threading.RLock()
         self.ready = False
         self.pending = False
