@@ -302,7 +302,9 @@ class Partition:
         """A Fetch of this partition: followers read up to the LEO, read_uncommitted
         consumers up to the HW, read_committed ones up to the LSO with the aborted
         transactions overlapping what they got (Kafka's: marker at or after `offset`, first
-        offset before the end of the batches returned)."""
+        offset before the end of the batches returned). With `read_uncommitted_leak` (the
+        seeded defect) read_committed is served as read_uncommitted, claiming the HW as LSO
+        and no aborted transactions."""
         high_watermark = self.high_watermark
         committed = read_committed and replica_id < 0
         if committed and self.read_uncommitted_leak:
