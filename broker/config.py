@@ -199,8 +199,6 @@ SPEC: dict[str, tuple[str, Callable[[str], Any], Any]] = {
         _int(1),
         10000,
     ),
-    "transactional.id.expiration.ms": ("transactional_id_expiration_ms", _int(1), 604800000),
-    "producer.id.expiration.ms": ("producer_id_expiration_ms", _int(1), 86400000),
     # fault-injection knobs of the detection suite (README, "Debug knobs"); off by default
     "kchaos.debug.ack-commit-before-replication": (
         "debug_ack_commit_before_replication",
@@ -270,8 +268,6 @@ class BrokerConfig:
     transaction_state_log_load_buffer_size: int = 5242880
     transaction_max_timeout_ms: int = 900000
     transaction_abort_timed_out_transaction_cleanup_interval_ms: int = 10000
-    transactional_id_expiration_ms: int = 604800000
-    producer_id_expiration_ms: int = 86400000
     debug_ack_commit_before_replication: bool = False
     debug_skip_epoch_fencing: bool = False
     debug_read_uncommitted_leak: bool = False
