@@ -13,6 +13,10 @@ NOT_ENOUGH_REPLICAS_AFTER_APPEND, network errors, unknown errors) is `info`. A
 retriable rejection (NOT_ENOUGH_REPLICAS) after the producer may have retried is
 `info` too: an earlier attempt that timed out may have been appended.
 
+A `txn` op (`transactional` options) is one Kafka transaction of the adapter's
+(`_txn`; only the confluent one runs them, `workloads.txn_confluent`). Keys may live on
+several topics (`key_topics`; the transfer workload's output keys).
+
 Subscribe mode (`sub_via="subscribe"`): a `subscribe` op starts the process's consumer
 child in the op's group and `poll`, `commit` and `crash` go to it
 (`workloads.group_member`); `committed` reads a group's offsets through a client of no

@@ -194,5 +194,7 @@ def main() -> None:
             break
         if request["op"] == "close":
             os._exit(0)
-    worker.txn.finish_as_zombie(ZOMBIE_SECONDS)
+    if worker.txn.pending:
+        print(f"abandoned with a transaction pending, as a zombie: "
+              f"{worker.txn.finish_as_zombie(ZOMBIE_SECONDS)}", file=sys.stderr, flush=True)
     os._exit(0)

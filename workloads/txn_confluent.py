@@ -24,6 +24,7 @@ which must fence them (a broker that fails to lets a zombie commit).
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from collections.abc import Callable, Mapping
@@ -31,12 +32,17 @@ from typing import Any, Literal
 
 from confluent_kafka import KafkaError, KafkaException, Producer, TopicPartition
 
-from workloads.client import Delivery
+from workloads.client import CLIENT_LOGGERS, Delivery
 
 __all__ = ["TxnProducer", "Zombies", "error_of", "transaction_timeout_ms"]
 
+log = logging.getLogger(f"{CLIENT_LOGGERS[0]}.txn")
 End = tuple[Literal["ok", "fail", "info"], str | None]
 RETRY_PAUSE = 0.1
+# Retriable in Kafka's protocol, whether or not librdkafka flags the error so.
+RETRIABLE_CODES = frozenset({KafkaError.CONCURRENT_TRANSACTIONS,
+                             KafkaError.COORDINATOR_LOAD_IN_PROGRESS,
+                             KafkaError.COORDINATOR_NOT_AVAILABLE, KafkaError.NOT_COORDINATOR})
 ZOMBIE_SECONDS = 30.0
 
 
@@ -54,6 +60,11 @@ def error_of(exception: BaseException) -> KafkaError | None:
     return None
 
 
+def _retriable(error: KafkaError | None) -> bool:
+    return error is not None and not error.fatal() and not error.txn_requires_abort() and (
+        error.retriable() or error.code() in RETRIABLE_CODES)
+
+
 def _name(exception: BaseException) -> str:
     error = error_of(exception)
     return error.name() if error is not None else f"{type(exception).__name__}: {exception}"
@@ -65,15 +76,17 @@ class TxnProducer:
     def __init__(self, config: Mapping[str, Any],
                  make: Callable[[dict[str, Any]], Any] = Producer) -> None:
         self.producer = make(dict(config))
+        self.name = str(config.get("transactional.id"))
         self.lock = threading.RLock()
         self.ready = False
         self.pending = False
         self.intent: Literal["commit", "abort"] = "abort"
 
     def init(self, timeout: float) -> None:
-        """init_transactions (InitProducerId: fences the id's earlier producers); raises
-        KafkaException."""
-        self.producer.init_transactions(max(timeout, 0.1))
+        """init_transactions (InitProducerId: fences the id's earlier producers), again
+        after retriable errors (the id's last transaction still ending) until `timeout`;
+        raises KafkaException."""
+        self._retrying(self.producer.init_transactions, time.monotonic() + max(timeout, 0.1))
         self.ready = True
 
     def begin(self) -> None:
@@ -146,27 +159,33 @@ class TxnProducer:
                 call(max(deadline - time.monotonic(), 0.05))
                 return
             except KafkaException as exception:
-                error = error_of(exception)
-                if error is None or not error.retriable() or error.txn_requires_abort() \
+                if not _retriable(error_of(exception)) \
                         or time.monotonic() + RETRY_PAUSE >= deadline:
                     raise
                 time.sleep(RETRY_PAUSE)
 
-    def finish_as_zombie(self, seconds: float) -> None:
-        """Keep retrying the intended end of a pending transaction for `seconds`."""
+    def finish_as_zombie(self, seconds: float) -> str:
+        """Keep retrying the intended end of a pending transaction for `seconds`; what
+        became of it, in words (also logged)."""
         deadline = time.monotonic() + seconds
         with self.lock:
+            if not self.pending:
+                return "nothing pending"
+            outcome = "out of time"
             while self.pending and time.monotonic() < deadline:
                 call = (self.producer.commit_transaction if self.intent == "commit"
                         else self.producer.abort_transaction)
                 try:
                     call(max(min(deadline - time.monotonic(), 5.0), 0.1))
                     self.pending = False
+                    outcome = f"{self.intent} went through"
                 except KafkaException as exception:
-                    error = error_of(exception)
-                    if error is None or not error.retriable():
-                        return
+                    outcome = f"{self.intent} failed: {_name(exception)}"
+                    if not _retriable(error_of(exception)):
+                        break
                     time.sleep(RETRY_PAUSE)
+        log.info("zombie producer %s: %s", self.name, outcome)
+        return outcome
 
 
 class Zombies:
