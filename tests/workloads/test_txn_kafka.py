@@ -1,6 +1,6 @@
 """Transactions on real Apache Kafka 3.9.1 (three loopback brokers): a short `--txn` run of
-the queue workload with aborts on purpose, and a short transfer run, each valid under the
-checkers their workloads name."""
+the queue workload with aborts on purpose, a short transfer run, and a plain run with
+idempotent producers, each valid under the checkers their workloads name."""
 
 from __future__ import annotations
 
@@ -106,3 +106,15 @@ def test_transfer_run_is_valid(cluster, tmp_path):
     assert stats["inputs"] > 100 and stats["inputs-with-output"] == stats["inputs"]
     assert stats["aborted-on-purpose"] > 0
     assert stats["committed-offsets"] == committed.value["offsets"]
+
+
+def test_plain_idempotent_run_is_valid(cluster, tmp_path):
+    options = QueueOptions(bootstrap_servers=tuple(b.bootstrap for b in cluster.brokers.values()),
+                           topic="idempotent", keys=3, concurrency=4, rate=40, seed=3,
+                           op_timeout=5, drain_idle_polls=6, idempotence=True)
+    assert options.client_options().retries > 0
+    ops, test = run(cluster, tmp_path / "history.jsonl", queue_workload(options), 10)
+    assert test["idempotence"] is True and test["txn"] is False
+    assert not any(op.f == "txn" for op in ops)
+    results = check(ops, test, checkers(options))
+    assert results["queue"].stats["sends"] > 50
