@@ -221,10 +221,6 @@ class ConsumerChildren:
         with self._lock:
             self._abandoned.append(child)
 
-    def abandoned_pids(self) -> list[int]:
-        with self._lock:
-            return sorted(child.pid for child in self._abandoned if child.alive)
-
     def pids(self) -> list[int]:
         with self._lock:
             return sorted(pid for pid, child in self._live.items() if child.alive)
