@@ -6,13 +6,16 @@ record to an output key, with the input's value; the input offsets committed in 
 transaction in `offsets`), a `committed` op that read the consumer group's final
 committed offsets ({"group", "offsets": {"k": next or null}}), and final polls that read
 both topics whole at read_committed. Input keys are those `send` ops write; output keys
-those `txn` ops send to; an output is matched to its input by value (values are unique).
+those `txn` ops send to. An output's value is `<input value>:<attempt>` (every transfer
+attempt sends new values, so the log checkers' one-send-per-value rule holds), which
+matches it to its input (input values are unique).
 The committed output is what ok polls read of the output keys; the input, what ok sends
 acknowledged at an offset and ok polls read of the input keys.
 
 Anomalies (witnesses name ops by index):
   eos-duplicate        an input record's output appears more than once in the committed
-                       output (ops: every transfer that sent that value)
+                       output (outputs: [key, offset, value] each; ops: every transfer
+                       that sent an output of that input)
   eos-loss             an input record below its key's final committed offset has no
                        output in the committed output (ops: the transfers that polled it,
                        the first ok transfer that committed past it, the committed read)
@@ -37,7 +40,7 @@ from checker.checkers import Anomaly, Result, condense
 from checker.history import Op
 from checker.queue_events import normalise_key
 
-__all__ = ["ANOMALIES", "TransferChecker", "TransferHistory"]
+__all__ = ["ANOMALIES", "TransferChecker", "TransferHistory", "input_value"]
 
 ANOMALIES = ("eos-duplicate", "eos-loss", "eos-offset-mismatch")
 Key = Any
@@ -100,7 +103,7 @@ class TransferHistory:
                 self.output_keys.add(normalise_key(micro[1]))
                 payload = micro[2]
                 value = payload[1] if isinstance(payload, list) else payload
-                self.sent_by.setdefault(value, set()).add(op.index)
+                self.sent_by.setdefault(input_value(value), set()).add(op.index)
         for _, _, value in _polled(op.value):
             self.polled_by.setdefault(value, set()).add(op.index)
         offsets = op.extra.get("offsets")
@@ -114,6 +117,14 @@ class TransferHistory:
         return next(iter(self.committed.values()), None) if len(self.committed) == 1 else None
 
 
+def input_value(output: Any) -> Any:
+    """The input value an output value was made from: the part before the `:`."""
+    if not isinstance(output, str) or ":" not in output:
+        return output
+    head = output.rsplit(":", 1)[0]
+    return int(head) if head.lstrip("-").isdigit() else head
+
+
 def _polled(value: list[Any]) -> list[tuple[Key, int, Any]]:
     found = []
     for micro in value:
@@ -124,7 +135,7 @@ def _polled(value: list[Any]) -> list[tuple[Key, int, Any]]:
     return found
 
 
-def _duplicates(found: TransferHistory, places: Mapping[Any, list[tuple[Key, int]]],
+def _duplicates(found: TransferHistory, places: Mapping[Any, list[tuple[Key, int, Any]]],
                 origin: Mapping[Any, tuple[Key, int]]) -> list[dict[str, Any]]:
     witnesses = []
     for value, outputs in places.items():
@@ -136,7 +147,7 @@ def _duplicates(found: TransferHistory, places: Mapping[Any, list[tuple[Key, int
     return witnesses
 
 
-def _against_commits(found: TransferHistory, places: Mapping[Any, list[tuple[Key, int]]],
+def _against_commits(found: TransferHistory, places: Mapping[Any, list[tuple[Key, int, Any]]],
                      committed: tuple[int, dict[Key, int | None]]
                      ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """(eos-loss witnesses, eos-offset-mismatch witnesses) against the final offsets."""
@@ -173,10 +184,10 @@ class TransferChecker:
         if not found.transfers:
             return Result(True, stats={"applicable": False},
                           seconds=time.monotonic() - started)
-        places: dict[Any, list[tuple[Key, int]]] = {}
+        places: dict[Any, list[tuple[Key, int, Any]]] = {}
         for key, records in found.outputs.items():
             for offset, value in records.items():
-                places.setdefault(value, []).append((key, offset))
+                places.setdefault(input_value(value), []).append((key, offset, value))
         origin = {value: (key, offset) for key, records in found.inputs.items()
                   for offset, value in records.items()}
         witnesses = {"eos-duplicate": _duplicates(found, places, origin)}
@@ -197,7 +208,7 @@ class TransferChecker:
         return Result(not failed, anomalies, stats, seconds, sorted(set(anomalies) & allowed))
 
     @staticmethod
-    def _stats(found: TransferHistory, places: Mapping[Any, list[tuple[Key, int]]],
+    def _stats(found: TransferHistory, places: Mapping[Any, list[tuple[Key, int, Any]]],
                origin: Mapping[Any, tuple[Key, int]],
                committed: tuple[int, dict[Key, int | None]] | None) -> dict[str, Any]:
         return {

@@ -324,6 +324,13 @@ def _micro_result(micro: list[Any]) -> list[Any]:
     return ["send", key, [offset, value]]
 
 
+def record_value(raw: bytes) -> int | str:
+    """A record's value: the workloads write integers, and the transfer workers'
+    outputs `<input value>:<attempt>` strings."""
+    text = raw.decode()
+    return int(text) if text.lstrip("-").isdigit() else text
+
+
 def poll_records(consumer: Consumer, timeout: float, max_records: int,
                  record_keys: Mapping[tuple[str, int], Any]
                  ) -> tuple[dict[Any, list[list[int]]], list[str]]:
@@ -342,5 +349,5 @@ def poll_records(consumer: Consumer, timeout: float, max_records: int,
             errors.append(error.name())
             continue
         key = record_keys[message.topic(), message.partition()]
-        reads.setdefault(key, []).append([message.offset(), int(message.value())])
+        reads.setdefault(key, []).append([message.offset(), record_value(message.value())])
     return reads, errors

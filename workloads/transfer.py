@@ -10,8 +10,9 @@ thread t's processes all do two things, mixed at random:
 - `txn` ops are transfers by the process's transfer worker (`workloads.transfer_client`,
   a child process): in one Kafka transaction, the records its group consumer polled
   (isolation.level read_committed, no auto commit) go to the output topic, one output
-  record per input record, with the input's value, on output key `keys + k` (partition k
-  of `output_topic`), and the input offsets after them are committed in the transaction
+  record per input record, valued `<input value>:<attempt>` (each transfer's attempt
+  number is unique), on output key `keys + k` (partition k of `output_topic`), and the
+  input offsets after them are committed in the transaction
   with the consumer's group metadata (KIP-447 generation fencing). A fraction
   `abort_rate` of transfers are aborted on purpose;
 - now and then a `crash` (the worker closes, or is killed without leaving its group).

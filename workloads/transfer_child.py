@@ -8,12 +8,14 @@ read_committed, no auto commit; its rebalance callbacks recorded as
 transactional id is its worker thread's. The parent speaks JSON lines:
 
     first line  `TransferConfig` as an object
-    request     {"id": n, "op": "subscribe" | "transfer" | "close", "abort": bool}
+    request     {"id": n, "op": "subscribe" | "transfer" | "close", "abort": bool,
+                 "attempt": n (transfer only)}
     reply       {"id": n, "result": ..., "events": [...]} or {"id": n, "error": ..., ...}
 
 `subscribe` subscribes and initialises the producer (fencing the thread's earlier ones).
 `transfer` is one transaction: a poll of the input; when it returned records, one output
-record per input record (same value, to the output partition of the input's key),
+record per input record (value `<input value>:<attempt>`, the request's attempt number
+making every output record unique, to the output partition of the input's key),
 the input offsets after them sent to the transaction with the consumer's group metadata
 (KIP-447), then commit, or abort on purpose (`"abort": true`) or after a failure. Its
 result: {"type": ok | fail | info, "error", "reads": [[key, [[offset, value], ...]], ...],
@@ -103,7 +105,7 @@ class TransferWorker:
         self.consumer.subscribe()
         self.txn.init(self.config.op_timeout * TXN_BUDGET)
 
-    def transfer(self, abort: bool) -> dict[str, Any]:
+    def transfer(self, abort: bool, attempt: int) -> dict[str, Any]:
         deadline = time.monotonic() + self.config.op_timeout * TXN_BUDGET
         reads, errors = self.consumer.fetch()
         result: dict[str, Any] = {"reads": [[key, pairs] for key, pairs in reads.items()],
@@ -118,7 +120,7 @@ class TransferWorker:
             except KafkaException as error:
                 return {**result, "type": "info", "error": f"begin_transaction: {error}"}
             try:
-                self._produce(reads, sent)
+                self._produce(reads, attempt, sent)
                 self.txn.send_offsets(self._partitions(offsets),
                                       self.consumer.consumer.consumer_group_metadata(), deadline)
                 kind, error = self.txn.end([d for _, _, d in sent], deadline, abort=abort,
@@ -132,13 +134,15 @@ class TransferWorker:
         return {**result, "type": kind, "error": error, "outputs": outputs,
                 "offsets": [[key, n] for key, n in offsets.items()]}
 
-    def _produce(self, reads: Reads, sent: list[tuple[Any, Any, Delivery]]) -> None:
+    def _produce(self, reads: Reads, attempt: int, sent: list[tuple[Any, Any, Delivery]]
+                 ) -> None:
         for key, pairs in reads.items():
             out, partition = self.config.outputs[key]
             for _, value in pairs:
                 delivery = Delivery()
-                sent.append((out, value, delivery))
-                self.txn.produce(self.config.output_topic, partition, out, value, delivery)
+                output = f"{value}:{attempt}"
+                sent.append((out, output, delivery))
+                self.txn.produce(self.config.output_topic, partition, out, output, delivery)
 
     def _partitions(self, offsets: Mapping[Any, int]) -> list[TopicPartition]:
         partitions = self.config.member.key_partitions
@@ -168,7 +172,7 @@ def handle(worker: TransferWorker, request: Mapping[str, Any]) -> Any:
         worker.subscribe()
         return None
     if op == "transfer":
-        return worker.transfer(bool(request.get("abort")))
+        return worker.transfer(bool(request.get("abort")), int(request["attempt"]))
     if op == "close":
         worker.close()
         return None

@@ -10,8 +10,11 @@ group members are (`workloads.group_member`); `committed` reads the group's comm
 input offsets, retrying while a transaction holds them (UNSTABLE_OFFSET_COMMIT); the final
 drain's `assign` and `poll` read both topics from the beginning at read_committed.
 
+Each transfer gets an attempt number, unique in the workload (a counter its clients share),
+and its output records have values `<input value>:<attempt>`: a record sent again after
+an abort or an unknown outcome is a new value, as Jepsen's checkers expect of every send.
 A transfer completes as a `txn` op: `[["poll", {k: [[offset, value], ...]}], ["send",
-output key, [offset, value]], ...]` with the input offsets it committed in `offsets`
+output key, [offset, "value:attempt"]], ...]` with the input offsets it committed in `offsets`
 ({"k": next}) and its consumer's rebalance callbacks in `rebalances`. A process that ends
 otherwise than by a crash op abandons its worker instead of closing it: the worker
 finishes what it was doing and lingers as a zombie (`ConsumerChildren.abandon`).
@@ -19,8 +22,9 @@ finishes what it was doing and lingers as a zombie (`ConsumerChildren.abandon`).
 
 from __future__ import annotations
 
+import itertools
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -43,15 +47,17 @@ class TransferMember(GroupMember):
     """The parent's side of one transfer worker child."""
 
     def __init__(self, children: ConsumerChildren, config: TransferConfig,
-                 clock: Callable[[], int] | None) -> None:
+                 clock: Callable[[], int] | None, attempts: Iterator[int]) -> None:
         self.children = children
         self.config = config
         self.clock = clock
+        self.attempts = attempts
         self.child = children.start(config, TRANSFER_MAIN)
         self.timeout = config.op_timeout + REPLY_GRACE_SECONDS
 
     def transfer(self, op: Mapping[str, Any]) -> dict[str, Any]:
-        reply, failed = self._request(op, "transfer", abort=bool(op.get("abort")))
+        reply, failed = self._request(op, "transfer", abort=bool(op.get("abort")),
+                                      attempt=next(self.attempts))
         if failed is not None:
             return failed
         result = reply["result"]
@@ -81,13 +87,15 @@ class TransferClient(ConfluentClient):
     """`TransferClient(options, outputs)` is the unopened factory value; `open` connects."""
 
     def __init__(self, options: ClientOptions, outputs: Outputs, node: str | None = None,
-                 children: ConsumerChildren | None = None,
-                 zombies: Zombies | None = None) -> None:
+                 children: ConsumerChildren | None = None, zombies: Zombies | None = None,
+                 attempts: Iterator[int] | None = None) -> None:
         super().__init__(options, node, children, zombies)
         self.outputs = outputs
+        self.attempts = attempts if attempts is not None else itertools.count()
 
     def _copy(self, node: str | None) -> TransferClient:
-        return TransferClient(self.options, self.outputs, node, self.children, self.zombies)
+        return TransferClient(self.options, self.outputs, node, self.children, self.zombies,
+                              self.attempts)
 
     def invoke(self, test: Any, op: Mapping[str, Any]) -> dict[str, Any]:
         if op["f"] == "txn":
@@ -108,7 +116,7 @@ class TransferClient(ConfluentClient):
             output_topic=self.outputs.topic,
             outputs={key: (out, options.key_partitions[out])
                      for key, out in self.outputs.keys.items()})
-        self.member = TransferMember(self.children, config, self.clock)
+        self.member = TransferMember(self.children, config, self.clock, self.attempts)
         return self.member.subscribe(op)
 
     def _committed_op(self, op: Mapping[str, Any]) -> dict[str, Any]:

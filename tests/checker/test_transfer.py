@@ -8,7 +8,7 @@ from typing import Any
 
 from checker.history import Op
 from checker.registry import composed
-from checker.transfer import TransferChecker
+from checker.transfer import TransferChecker, input_value
 
 TEST = {"final_reads": True}
 IN_X, IN_Y, OUT_X, OUT_Y = 0, 1, 10, 11
@@ -27,10 +27,14 @@ class History:
         return self.line("ok", "p", "send", [["send", key, [offset, value]]])
 
     def transfer(self, process: Any, kind: str, reads: dict[int, list[list[int]]],
-                 outputs: list[tuple[int, int | None, int]], **extra: Any) -> int:
+                 outputs: list[tuple[int, int | None, int]], attempt: int, **extra: Any
+                 ) -> int:
+        """A transfer of `reads` whose outputs (output key, offset, input value) are sent
+        as `<input value>:<attempt>`."""
         self.line("invoke", process, "txn", [["poll"]], group="g0")
         value = [["poll", {str(k): pairs for k, pairs in reads.items()}],
-                 *(["send", key, [offset, item]] for key, offset, item in outputs)]
+                 *(["send", key, [offset, f"{item}:{attempt}"]]
+                   for key, offset, item in outputs)]
         offsets = {str(k): pairs[-1][0] + 1 for k, pairs in reads.items()}
         return self.line(kind, process, "txn", value, group="g0", offsets=offsets, **extra)
 
@@ -53,15 +57,19 @@ def pipeline(*, duplicate: bool = False, lose: bool = False, commit_y: int = 1,
     h.send(IN_X, 1, 0)
     h.send(IN_X, 2, 1)
     h.send(IN_Y, 3, 0)
-    ops = {"t1": h.transfer("w1", "ok", {IN_X: [[0, 1], [1, 2]]}, [(OUT_X, 0, 1), (OUT_X, 1, 2)])}
-    ops["aborted"] = h.transfer("w2", "fail", {IN_Y: [[0, 3]]}, [(OUT_Y, 0, 3)], abort=True)
-    ops["t3"] = h.transfer("w2", "info" if lose else "ok", {IN_Y: [[0, 3]]}, [(OUT_Y, 2, 3)])
+    ops = {"t1": h.transfer("w1", "ok", {IN_X: [[0, 1], [1, 2]]},
+                            [(OUT_X, 0, 1), (OUT_X, 1, 2)], 0)}
+    ops["aborted"] = h.transfer("w2", "fail", {IN_Y: [[0, 3]]}, [(OUT_Y, 0, 3)], 1,
+                                abort=True)
+    ops["t3"] = h.transfer("w2", "info" if lose else "ok", {IN_Y: [[0, 3]]}, [(OUT_Y, 2, 3)],
+                           2)
     if duplicate:
-        ops["zombie"] = h.transfer("w3", "info", {IN_Y: [[0, 3]]}, [(OUT_Y, 4, 3)])
+        ops["zombie"] = h.transfer("w3", "info", {IN_Y: [[0, 3]]}, [(OUT_Y, 4, 3)], 3)
     if with_committed:
         ops["committed"] = h.committed({IN_X: 2, IN_Y: commit_y})
-    outputs = [] if lose else [[2, 3]] + ([[4, 3]] if duplicate else [])
-    h.drain({IN_X: [[0, 1], [1, 2]], IN_Y: [[0, 3]], OUT_X: [[0, 1], [1, 2]], OUT_Y: outputs})
+    outputs = [] if lose else [[2, "3:2"]] + ([[4, "3:3"]] if duplicate else [])
+    h.drain({IN_X: [[0, 1], [1, 2]], IN_Y: [[0, 3]], OUT_X: [[0, "1:0"], [1, "2:0"]],
+             OUT_Y: outputs})
     return h, ops
 
 
@@ -86,14 +94,14 @@ def test_an_input_output_twice_is_eos_duplicate_with_both_writers():
     assert result.valid is False and set(result.anomalies) == {"eos-duplicate"}
     [witness] = result.anomalies["eos-duplicate"].examples
     assert witness == {"key": IN_Y, "offset": 0, "value": 3,
-                       "outputs": [(OUT_Y, 2), (OUT_Y, 4)],
+                       "outputs": [(OUT_Y, 2, "3:2"), (OUT_Y, 4, "3:3")],
                        "ops": sorted([ops["aborted"], ops["t3"], ops["zombie"]])}
 
 
 def test_an_aborted_output_that_no_reader_saw_is_no_duplicate():
     h, _ = pipeline()
     assert len([op for op in h.ops if op.f == "txn" and op.type != "invoke"
-                and ["send", OUT_Y, [0, 3]] in op.value]) == 1
+                and ["send", OUT_Y, [0, "3:1"]] in op.value]) == 1
     assert "eos-duplicate" not in check(h).anomalies
 
 
@@ -115,9 +123,9 @@ def test_a_commit_past_an_unprocessed_input_names_the_committing_transfer():
     h = History()
     h.send(IN_X, 1, 0)
     h.send(IN_X, 2, 1)
-    skipper = h.transfer("w", "ok", {IN_X: [[1, 2]]}, [(OUT_X, 0, 2)])
+    skipper = h.transfer("w", "ok", {IN_X: [[1, 2]]}, [(OUT_X, 0, 2)], 0)
     h.committed({IN_X: 2})
-    h.drain({IN_X: [[0, 1], [1, 2]], OUT_X: [[0, 2]]})
+    h.drain({IN_X: [[0, 1], [1, 2]], OUT_X: [[0, "2:0"]]})
     [witness] = check(h).anomalies["eos-loss"].examples
     assert (witness["value"], witness["committed-by"]) == (1, skipper)
     assert skipper in witness["ops"]
@@ -126,12 +134,13 @@ def test_a_commit_past_an_unprocessed_input_names_the_committing_transfer():
 def test_an_output_past_the_committed_offset_is_eos_offset_mismatch():
     h, ops = pipeline(commit_y=0)
     h.ops[-1] = Op(h.ops[-1].index, h.ops[-1].time, "ok", "d", "poll", [["poll", {
-        "0": [[0, 1], [1, 2]], "1": [[0, 3]], "10": [[0, 1], [1, 2]], "11": [[2, 3]]}]], {})
+        "0": [[0, 1], [1, 2]], "1": [[0, 3]], "10": [[0, "1:0"], [1, "2:0"]],
+        "11": [[2, "3:2"]]}]], {})
     result = check(h)
     assert result.valid is False and set(result.anomalies) == {"eos-offset-mismatch"}
     [witness] = result.anomalies["eos-offset-mismatch"].examples
     assert (witness["key"], witness["offset"], witness["value"]) == (IN_Y, 0, 3)
-    assert witness["committed-offset"] == 0 and witness["outputs"] == [(OUT_Y, 2)]
+    assert witness["committed-offset"] == 0 and witness["outputs"] == [(OUT_Y, 2, "3:2")]
     assert ops["committed"] in witness["ops"] and ops["t3"] in witness["ops"]
     assert check(pipeline(commit_y=1)[0]).valid is True
 
@@ -153,3 +162,8 @@ def test_a_history_without_transfers_does_not_apply():
 def test_transfer_is_a_registered_checker():
     result = composed(["transfer"]).check(TEST, pipeline()[0].ops, {})
     assert result.valid is True and set(result.checkers) == {"transfer"}
+
+
+def test_outputs_name_their_input_before_the_attempt():
+    assert input_value("17:204") == 17 and input_value("-3:1") == -3
+    assert input_value("a:b:9") == "a:b" and input_value(17) == 17

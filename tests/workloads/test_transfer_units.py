@@ -4,6 +4,7 @@ completion."""
 
 from __future__ import annotations
 
+import itertools
 from collections import Counter
 from typing import Any
 
@@ -12,6 +13,7 @@ import pytest
 from workloads import generator as gen
 from workloads.group_child import ConsumerChildren
 from workloads.group_consumer import MemberConfig
+from workloads.kafka_confluent import record_value
 from workloads.registry import WORKLOADS
 from workloads.transfer import (
     CHECKERS,
@@ -165,22 +167,24 @@ def member(replies: dict[str, Any]) -> tuple[TransferMember, FakeChildren]:
                             group="g0", partition_keys={0: 0}),
         producer={}, output_topic="out", outputs={0: (1, 0)})
     children = FakeChildren(FakeChild(replies))
-    return TransferMember(children, config, None), children
+    return TransferMember(children, config, None, itertools.count(7)), children
 
 
 def test_a_worker_reply_becomes_a_txn_completion_with_its_offsets():
     reply = {"result": {"type": "fail", "error": "aborted on purpose",
                         "reads": [[0, [[5, 50], [6, 60]]]], "errors": [],
-                        "outputs": [[1, 9, 50], [1, 10, 60]], "offsets": [[0, 7]]},
+                        "outputs": [[1, 9, "50:7"], [1, 10, "60:7"]], "offsets": [[0, 7]]},
              "events": []}
     worker, children = member({"transfer": reply})
     assert children.started == [TRANSFER_MAIN]
     op = {"f": "txn", "process": 2, "value": [["poll"]], "abort": True, "group": "g0"}
     done = worker.transfer(op)
-    assert worker.child.requests == [("transfer", {"abort": True})]
+    assert worker.child.requests == [("transfer", {"abort": True, "attempt": 7})]
     assert done["type"] == "fail" and done["error"] == "aborted on purpose"
-    assert done["value"] == [["poll", {0: [[5, 50], [6, 60]]}], ["send", 1, [9, 50]],
-                             ["send", 1, [10, 60]]]
+    assert done["value"] == [["poll", {0: [[5, 50], [6, 60]]}], ["send", 1, [9, "50:7"]],
+                             ["send", 1, [10, "60:7"]]]
+    worker.transfer(op)
+    assert worker.child.requests[-1] == ("transfer", {"abort": True, "attempt": 8})
     assert done["offsets"] == {"0": 7} and "rebalances" not in done
 
 
@@ -196,3 +200,8 @@ def test_an_empty_transfer_has_no_offsets_and_an_unanswered_one_is_info():
     child = worker.child
     worker.close()
     assert children.given_up == [child] and worker.child is None
+
+
+def test_record_values_are_integers_or_transfer_outputs():
+    assert record_value(b"17") == 17 and record_value(b"-2") == -2
+    assert record_value(b"17:204") == "17:204"
