@@ -50,6 +50,7 @@ from workloads.txn_confluent import ZOMBIE_SECONDS, TxnProducer
 __all__ = ["TXN_BUDGET", "TransferConfig", "TransferWorker", "main"]
 
 TXN_BUDGET = 0.8  # of the op timeout, so the child answers before the parent gives up
+INIT_BUDGET = 0.5  # of the op timeout: the subscribe op also waits for the child to start
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -103,7 +104,7 @@ class TransferWorker:
 
     def subscribe(self) -> None:
         self.consumer.subscribe()
-        self.txn.init(self.config.op_timeout * TXN_BUDGET)
+        self.txn.init(self.config.op_timeout * INIT_BUDGET)
 
     def transfer(self, abort: bool, attempt: int) -> dict[str, Any]:
         deadline = time.monotonic() + self.config.op_timeout * TXN_BUDGET
