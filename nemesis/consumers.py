@@ -2,10 +2,12 @@
 partitions added under a running group.
 
 A workload whose consumers are local child processes of the harness declares
-`ConsumerTargets` (`consumer_pids()`, `groups()`, `topic`); the harness hands the built
-workload to the package (`Consumers.attach`), which every nemesis of the package shares.
-Until then, or when the workload declares nothing, the faults below and the coordinator
-faults are logged no-ops: an info op whose value is `{"skipped": reason}`.
+`ConsumerTargets` (`consumer_pids()`, `groups()`, `transactional_ids()`, `topic`); the
+harness hands the built workload to the package (`Consumers.attach`), which every nemesis
+of the package shares. The coordinator faults act on the coordinator of one of its
+groups or transactional ids (`coordinated`). Until then, or when the workload declares
+nothing, the faults below and the coordinator faults are logged no-ops: an info op whose
+value is `{"skipped": reason}`.
 
 `start-pause-consumers` SIGSTOPs consumer processes ("one", or "some": a random non-empty
 subset) and `stop-pause-consumers` SIGCONTs them, never earlier than the group session
@@ -31,6 +33,7 @@ from nemesis.targets import ClusterControl
 __all__ = [
     "DEFAULT_SESSION_TIMEOUT",
     "MAX_ADDITIONS",
+    "NO_COORDINATED",
     "NO_GROUPS",
     "PAUSE_MARGIN",
     "AddPartitionsNemesis",
@@ -46,6 +49,7 @@ PAUSE_MARGIN = 2.0
 MAX_ADDITIONS = 3
 ADMIN_TIMEOUT = 15.0
 NO_GROUPS = "the workload has no consumer groups"
+NO_COORDINATED = "the workload has no consumer groups or transactional ids"
 NO_PROCESSES = "the workload has no consumer processes (assign mode)"
 NO_TOPIC = "the workload declares no topic"
 
@@ -61,6 +65,9 @@ class ConsumerTargets(Protocol):
 
     def groups(self) -> list[str]:
         """The consumer group ids of the run."""
+
+    def transactional_ids(self) -> list[str]:
+        """The transactional ids of the run's producers."""
 
 
 class Consumers:
@@ -79,6 +86,13 @@ class Consumers:
 
     def groups(self) -> list[str]:
         return list(self.targets.groups()) if self.targets is not None else []
+
+    def coordinated(self) -> list[tuple[str, str]]:
+        """(kind, key) of every group ("group") and transactional id ("transaction")."""
+        if self.targets is None:
+            return []
+        return ([("group", g) for g in self.targets.groups()]
+                + [("transaction", t) for t in self.targets.transactional_ids()])
 
     @property
     def topic(self) -> str | None:

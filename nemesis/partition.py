@@ -22,11 +22,11 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from nemesis import grudge as grudges
-from nemesis.consumers import NO_GROUPS, Consumers, skipped
+from nemesis.consumers import NO_COORDINATED, Consumers, skipped
 from nemesis.targets import (
     ClusterControl,
     controller_node,
-    group_coordinator,
+    coordinator_target,
     leader_and_followers,
 )
 
@@ -105,16 +105,16 @@ class PartitionNemesis:
         return {**op, "type": "info", "value": grudges.describe(grudge)}
 
     def _isolate_coordinator(self, cluster: ClusterControl, op: dict) -> dict:
-        groups = self.consumers.groups()
-        if not groups:
-            return skipped(op, NO_GROUPS)
-        found = group_coordinator(cluster, groups, self.rng)
+        keys = self.consumers.coordinated()
+        if not keys:
+            return skipped(op, NO_COORDINATED)
+        found = coordinator_target(cluster, keys, self.rng)
         if found is None:
             return {**op, "type": "info", "value": "no-target"}
-        group, node = found
+        named, node = found
         grudge = grudges.isolate(node, list(cluster.nodes))
         self.firewall.set(cluster, "partition", grudge)
-        return {**op, "type": "info", "value": {"group": group, **grudges.describe(grudge)}}
+        return {**op, "type": "info", "value": {**named, **grudges.describe(grudge)}}
 
     def grudge(self, cluster: ClusterControl, spec: str | Mapping[str, Any]) -> grudges.Grudge:
         """The grudge a shape resolves to on the live cluster; empty when there is no target."""

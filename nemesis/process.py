@@ -17,12 +17,12 @@ from collections.abc import Sequence
 from typing import Any
 
 from nemesis import grudge as grudges
-from nemesis.consumers import NO_GROUPS, Consumers, skipped
+from nemesis.consumers import NO_COORDINATED, Consumers, skipped
 from nemesis.partition import Firewall
 from nemesis.targets import (
     ClusterControl,
     controller_node,
-    group_coordinator,
+    coordinator_target,
     leader_and_followers,
 )
 
@@ -85,14 +85,14 @@ class KillNemesis:
         return _done(op, {n: "killed" for n in targets if cluster.kill(n)})
 
     def _kill_coordinator(self, cluster: ClusterControl, op: dict) -> dict:
-        groups = self.consumers.groups()
-        if not groups:
-            return skipped(op, NO_GROUPS)
-        found = group_coordinator(cluster, groups, self.rng)
+        keys = self.consumers.coordinated()
+        if not keys:
+            return skipped(op, NO_COORDINATED)
+        found = coordinator_target(cluster, keys, self.rng)
         if found is None or not cluster.running(found[1]) or not cluster.kill(found[1]):
             return _done(op, {})
-        group, node = found
-        return _done(op, {"group": group, node: "killed"})
+        named, node = found
+        return _done(op, {**named, node: "killed"})
 
 
 class RestartNemesis:

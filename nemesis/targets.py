@@ -3,8 +3,9 @@
 `ClusterControl` is the interface a nemesis needs (`harness.db.Cluster` implements it).
 `read_snapshot` reads Kafka's ZooKeeper layout (/controller, /controller_epoch,
 /brokers/ids, /brokers/topics/<t>, .../partitions/<p>/state) through kazoo at fault time,
-so "the controller" or "the leader of t-0" is whoever it is now. Parsing is pure. A
-group's coordinator is what the db says now (`ClusterControl.coordinator`).
+so "the controller" or "the leader of t-0" is whoever it is now. Parsing is pure. The
+coordinator of a group or a transactional id is what the db says now
+(`ClusterControl.coordinator`).
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ __all__ = [
     "PartitionState",
     "Snapshot",
     "controller_node",
-    "group_coordinator",
+    "coordinator_target",
     "leader_and_followers",
     "parse_assignment",
     "parse_partition_state",
@@ -49,7 +50,7 @@ class ClusterControl(Protocol):
     def zk(self) -> Any: ...
     @property
     def bootstrap_servers(self) -> str: ...
-    def coordinator(self, group: str) -> str | None: ...
+    def coordinator(self, key: str, kind: str = "group") -> str | None: ...
     def broker_id(self, node: str) -> int: ...
     def broker_node(self, broker_id: int) -> str: ...
     def zookeeper_mode(self, node: str) -> str | None: ...
@@ -155,12 +156,16 @@ def leader_and_followers(cluster: ClusterControl, rng: random.Random, topic: str
     return chosen, cluster.broker_node(chosen.leader), followers
 
 
-def group_coordinator(cluster: ClusterControl, groups: Sequence[str], rng: random.Random
-                      ) -> tuple[str, str] | None:
-    """(group, node of its coordinator) for the first of `groups`, in random order, whose
-    coordinator the db names; None if it names none."""
-    for group in rng.sample(list(groups), len(groups)):
-        node = cluster.coordinator(group)
+COORDINATED_FIELDS = {"group": "group", "transaction": "transactional_id"}
+
+
+def coordinator_target(cluster: ClusterControl, keys: Sequence[tuple[str, str]],
+                       rng: random.Random) -> tuple[dict[str, str], str] | None:
+    """For the first of `keys` ((kind, key): a "group" id or a "transaction"al id), in
+    random order, whose coordinator the db names: ({"group": id} or {"transactional_id":
+    id}, the coordinator's node); None if it names none."""
+    for kind, key in rng.sample(list(keys), len(keys)):
+        node = cluster.coordinator(key, kind)
         if node is not None:
-            return group, node
+            return {COORDINATED_FIELDS[kind]: key}, node
     return None

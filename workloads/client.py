@@ -148,6 +148,12 @@ class ClientOptions:
         process of a thread fences the producers its earlier processes left behind."""
         return f"{self.transactional_id}-{process % self.concurrency}"
 
+    def transactional_ids(self) -> tuple[str, ...]:
+        """Every worker thread's transactional id (none without transactions)."""
+        if not self.transactional:
+            return ()
+        return tuple(self.transactional_id_of(thread) for thread in range(self.concurrency))
+
     def bootstrap_for(self, node: str | None) -> list[str]:
         """The bootstrap list with `node` first (clients spread their first connection)."""
         servers = list(self.bootstrap_servers)

@@ -7,7 +7,8 @@ default, and for given options: `checkers_for`).
 
 A built workload also tells a nemesis what it may act on: its `topic`, its consumer
 `groups()` and `consumer_pids()`, the live consumer child processes (subscribe mode; a
-`pause-consumers` nemesis SIGSTOPs and SIGCONTs them).
+`pause-consumers` nemesis SIGSTOPs and SIGCONTs them), and its producers'
+`transactional_ids()` (their coordinators are the coordinator faults' targets too).
 """
 
 from __future__ import annotations
@@ -27,7 +28,8 @@ class Workload:
     """What the runner needs: a client factory value (open it per process), the client
     generator, the final generator (drain), each key's (topic, partition), the fields it
     adds to test.json (e.g. the producers' acks) and the per-op timeout; for nemeses, the
-    topic, the consumer group ids and the registry of consumer child processes."""
+    topic, the consumer group ids, the registry of consumer child processes and the
+    transactional ids."""
 
     client: Client
     generator: Any
@@ -39,10 +41,15 @@ class Workload:
     topic: str = "kchaos"
     group_ids: tuple[str, ...] = ()
     children: ConsumerChildren | None = None
+    txn_ids: tuple[str, ...] = ()
 
     def groups(self) -> list[str]:
         """The consumer group ids (none in assign mode)."""
         return list(self.group_ids)
+
+    def transactional_ids(self) -> list[str]:
+        """The producers' transactional ids (none without transactions)."""
+        return list(self.txn_ids)
 
     def consumer_pids(self) -> list[int]:
         """The pids of the live consumer child processes (none in assign mode)."""

@@ -324,7 +324,8 @@ def queue_workload(options: QueueOptions,
                                                     options.session_timeout_ms)
     else:
         final_generator = final.drain(keys, options.drain_idle_polls)
-    client = factory(options.client, options.client_options())
+    client_options = options.client_options()
+    client = factory(options.client, client_options)
     return Workload(
         client=client,
         generator=generator,
@@ -336,6 +337,7 @@ def queue_workload(options: QueueOptions,
         topic=options.topic,
         group_ids=tuple(group_ops.group_names(options.groups)) if options.subscribe else (),
         children=getattr(client, "children", None),
+        txn_ids=client_options.transactional_ids(),
     )
 
 

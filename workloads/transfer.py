@@ -154,8 +154,8 @@ def transfer_workload(options: TransferOptions) -> Workload:
         group_ops.WithGroup(gen.each_thread({"f": "crash", "value": "close"}), 1),
         group_ops.committed_reads(1),
         Drain((*outputs, *outputs.values()), options.drain_idle_polls, crash_first=True))
-    client = TransferClient(options.client_options(),
-                            Outputs(options.output_topic, outputs))
+    client_options = options.client_options()
+    client = TransferClient(client_options, Outputs(options.output_topic, outputs))
     key_partitions = {**{key: (options.topic, key) for key in outputs},
                       **{out: (options.output_topic, key) for key, out in outputs.items()}}
     return Workload(
@@ -163,7 +163,7 @@ def transfer_workload(options: TransferOptions) -> Workload:
         key_partitions=key_partitions, concurrency=options.concurrency,
         test_fields=options.test_fields(), op_timeout=options.op_timeout,
         topic=options.topic, group_ids=tuple(group_ops.group_names(1)),
-        children=client.children)
+        children=client.children, txn_ids=client_options.transactional_ids())
 
 
 def build(options: TransferOptions, context: WorkloadContext) -> Workload:

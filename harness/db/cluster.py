@@ -11,7 +11,7 @@ rewritten whenever a process starts, so `down()` in another process, even after 
 harness was SIGKILLed, removes everything.
 
 The nemesis-facing methods (`kill`, `start`, `stop`, `pause`, `resume`, `running`, with a
-`service` of "broker" or "zookeeper"; `coordinator(group)`) are what
+`service` of "broker" or "zookeeper"; `coordinator(key, kind)`) are what
 `nemesis.targets.ClusterControl` expects.
 """
 
@@ -32,7 +32,7 @@ from harness.control import ProvisionError, Remote, backends
 from harness.control.runstate import default_state_root, write_json
 from harness.db.brokers import CLIENT_PORT, BrokerLauncher, BrokerSet, KchaosBroker
 from harness.db.coordinator import (
-    DEFAULT_OFFSETS_PARTITIONS,
+    KINDS,
     find_coordinator,
     loaded_coordinator,
     offsets_partition,
@@ -295,16 +295,18 @@ class Cluster:
             self.save()
         return started
 
-    def coordinator(self, group: str, timeout: float = 5.0) -> str | None:
-        """The node coordinating consumer group `group`: what the running brokers answer to
-        FindCoordinator, asked until one names a broker or `timeout` passes; failing that,
-        the event logs' latest `coordinator-loaded` line for the group's offsets partition
-        (our broker writes them); None when neither says."""
+    def coordinator(self, key: str, kind: str = "group", timeout: float = 5.0) -> str | None:
+        """The node coordinating `key`, a consumer group or (`kind` "transaction") a
+        transactional id: what the running brokers answer to FindCoordinator, asked until
+        one names a broker or `timeout` passes; failing that, the event logs' latest load
+        line for the key's internal partition (our broker writes them); None when neither
+        says."""
         deadline = time.monotonic() + timeout
         while True:
             for node in [n for n in self.brokers if self.running(n)]:
                 try:
-                    found = find_coordinator(self.remote.address(node), CLIENT_PORT, group)
+                    found = find_coordinator(self.remote.address(node), CLIENT_PORT, key,
+                                             kind=kind)
                 except (OSError, ValueError, struct.error):
                     continue
                 if found is not None and 1 <= found <= len(self.brokers):
@@ -312,12 +314,14 @@ class Cluster:
             if time.monotonic() >= deadline:
                 break
             time.sleep(0.2)
-        return self._loaded_coordinator(group)
+        return self._loaded_coordinator(key, kind)
 
-    def _loaded_coordinator(self, group: str) -> str | None:
-        partitions = int(self.broker_set.overrides.get("offsets.topic.num.partitions",
-                                                       DEFAULT_OFFSETS_PARTITIONS))
-        found = loaded_coordinator(self._event_log_lines(), offsets_partition(group, partitions))
+    def _loaded_coordinator(self, key: str, kind: str = "group") -> str | None:
+        spec = KINDS[kind]
+        partitions = int(self.broker_set.overrides.get(spec.partitions_property,
+                                                       spec.default_partitions))
+        found = loaded_coordinator(self._event_log_lines(), offsets_partition(key, partitions),
+                                   kind)
         return None if found is None or not 1 <= found <= len(self.brokers) \
             else self.broker_node(found)
 

@@ -24,7 +24,7 @@ import pytest
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from harness.db.coordinator import TRANSACTION_KEY_TYPE, find_coordinator
+from harness.db.coordinator import find_coordinator
 from tests.support.brokers import BrokerCluster
 from tests.support.group_storyline import new_cluster, system_unavailable
 from tests.support.txn_clients import CLIENTS, TxnError, open_producer, unavailable
@@ -212,7 +212,7 @@ def transaction_coordinator(cluster: BrokerCluster, transactional_id: str) -> in
                 continue
             with contextlib.suppress(OSError):
                 found = find_coordinator("127.0.0.1", broker.port, transactional_id,
-                                         key_type=TRANSACTION_KEY_TYPE)
+                                         kind="transaction")
                 if found is not None and cluster.brokers[found].alive:
                     return found
         time.sleep(0.2)

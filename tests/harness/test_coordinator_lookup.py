@@ -27,3 +27,13 @@ def test_the_highest_leader_epoch_of_the_groups_partition_wins():
     assert loaded_coordinator(lines, 1) == 3
     assert loaded_coordinator(lines, 2) is None
     assert loaded_coordinator([loaded(1, 0, 5, 100), loaded(3, 0, 5, 200)], 0) == 3
+
+
+def test_a_transactional_ids_coordinator_is_the_latest_txn_coordinator_load():
+    lines = [json.dumps({"time": 10, "broker_id": 1, "event": "txn-coordinator-loaded",
+                         "txn_partition": 4, "coordinator_epoch": 2}),
+             json.dumps({"time": 20, "broker_id": 2, "event": "txn-coordinator-loaded",
+                         "txn_partition": 4, "coordinator_epoch": 3}),
+             loaded(3, 4, 9, 30)]
+    assert loaded_coordinator(lines, 4, "transaction") == 2
+    assert loaded_coordinator(lines, 4) == 3

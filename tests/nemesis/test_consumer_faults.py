@@ -13,6 +13,7 @@ import pytest
 
 from nemesis.consumers import (
     MAX_ADDITIONS,
+    NO_COORDINATED,
     AddPartitionsNemesis,
     Consumers,
     ConsumerTargets,
@@ -29,10 +30,12 @@ NEW_FAULTS = ("kill-coordinator", "isolate-coordinator", "pause-consumers", "add
 class Targets:
     """A workload's side of `ConsumerTargets`."""
 
-    def __init__(self, pids: list[int], groups: list[str], topic: str = "kchaos") -> None:
+    def __init__(self, pids: list[int], groups: list[str], topic: str = "kchaos",
+                 txn_ids: tuple[str, ...] = ()) -> None:
         self.pids = pids
         self.group_ids = groups
         self.topic = topic
+        self.txn_ids = txn_ids
 
     def consumer_pids(self) -> list[int]:
         return list(self.pids)
@@ -40,14 +43,18 @@ class Targets:
     def groups(self) -> list[str]:
         return list(self.group_ids)
 
+    def transactional_ids(self) -> list[str]:
+        return list(self.txn_ids)
+
 
 class CoordinatedCluster(FakeCluster):
-    """FakeCluster whose db names n3 as the coordinator of group "g1" (and of no other)."""
+    """FakeCluster whose db names n3 as the coordinator of group "g1" and n4 as that of
+    transactional id "t1" (and none of any other key)."""
 
     bootstrap_servers = "n1:9092"
 
-    def coordinator(self, group: str) -> str | None:
-        return "n3" if group == "g1" else None
+    def coordinator(self, key: str, kind: str = "group") -> str | None:
+        return {("group", "g1"): "n3", ("transaction", "t1"): "n4"}.get((kind, key))
 
 
 def consumers_of(targets: object, session_timeout: float = 6.0) -> Consumers:
@@ -142,17 +149,30 @@ def test_kill_coordinator_kills_the_coordinator_of_a_group_and_start_restarts_it
     assert killer.invoke(cluster, {"f": "start"})["value"] == {"n3": "started"}
 
 
+def test_coordinator_faults_act_on_a_transactional_ids_coordinator_too():
+    cluster = CoordinatedCluster()
+    targets = consumers_of(Targets([], [], txn_ids=("t1",)))
+    assert targets.coordinated() == [("transaction", "t1")]
+    killer = KillNemesis(random.Random(0), targets)
+    done = killer.invoke(cluster, {"f": "kill", "value": "coordinator"})
+    assert done["value"] == {"transactional_id": "t1", "n4": "killed"}
+    partitioner = PartitionNemesis(Firewall(), random.Random(0), targets)
+    cluster.start("n4")
+    isolated = partitioner.invoke(cluster, {"f": "start-partition", "value": "coordinator"})
+    assert isolated["value"]["transactional_id"] == "t1" and "n4" in isolated["value"]
+
+
 def test_coordinator_faults_are_logged_no_ops_without_groups_or_coordinator():
     cluster = CoordinatedCluster()
     no_groups = consumers_of(Targets([], []))
     op = {"type": "info", "process": "nemesis", "f": "kill", "value": "coordinator"}
     assert KillNemesis(random.Random(0), no_groups).invoke(cluster, op)["value"] == {
-        "skipped": "the workload has no consumer groups"}
+        "skipped": NO_COORDINATED}
     unknown = consumers_of(Targets([], ["g2"]))
     assert KillNemesis(random.Random(0), unknown).invoke(cluster, op)["value"] == "no-target"
     partition = {"f": "start-partition", "value": "coordinator"}
     assert PartitionNemesis(Firewall(), random.Random(0), no_groups).invoke(
-        cluster, partition)["value"] == {"skipped": "the workload has no consumer groups"}
+        cluster, partition)["value"] == {"skipped": NO_COORDINATED}
     assert all(cluster.running(node) for node in cluster.brokers)
 
 
