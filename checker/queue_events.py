@@ -47,8 +47,9 @@ def events_of(index: int, when: int, kind: str, process: Any, f: str, value: Any
     and (RESET, (index, process, kept keys | None)) for a completed (ok or info) assign or
     subscribe (its value is the list of keys it keeps; one that seeks to the beginning, or
     a group subscription, keeps none) and for an invoked crash (keeps none); and
-    (RESET, (index, process, (DROP, key, ...))) for a completion whose `rebalances` or
-    `unprocessed` fields name keys whose position the consumer no longer knows.
+    (RESET, (index, process, (DROP, key, ...))) for a completion whose `rebalances`,
+    `unprocessed` or `offset_resets` fields name keys whose position the consumer no
+    longer knows.
     `linked`: the op also reads, or sends to another key (it may be on a dependency cycle);
     `writes`: the reading op also sends; `atomic`: the op is a transaction (f "txn").
     """
@@ -107,10 +108,12 @@ def events_of(index: int, when: int, kind: str, process: Any, f: str, value: Any
 
 def _moved_keys(index: int, process: Any, extra: Mapping[str, Any]
                 ) -> list[tuple[Key, Event]]:
-    """A reset dropping the keys a rebalance callback assigned or revoked during the op, and
-    those whose fetched records were left unprocessed (the consumer moved past them)."""
+    """A reset dropping the keys a rebalance callback assigned or revoked during the op,
+    those whose fetched records were left unprocessed (the consumer moved past them) and
+    those whose fetch position the client reset (`offset_resets`: out of range)."""
     rebalances, unprocessed = extra.get("rebalances"), extra.get("unprocessed")
-    if not rebalances and not unprocessed:
+    resets = extra.get("offset_resets")
+    if not rebalances and not unprocessed and not resets:
         return []
     keys: set[Key] = set()
     for entry in rebalances or ():
@@ -118,8 +121,9 @@ def _moved_keys(index: int, process: Any, extra: Mapping[str, Any]
             raise ValueError(f"a rebalance must be an object, got {entry!r}")
         for field in ("assigned", "revoked"):
             keys.update(normalise_key(k) for k in entry.get(field) or ())
-    if isinstance(unprocessed, dict):
-        keys.update(normalise_key(k) for k in unprocessed)
+    for dropped in (unprocessed, resets):
+        if isinstance(dropped, dict):
+            keys.update(normalise_key(k) for k in dropped)
     if not keys:
         return []
     return [(RESET, (index, process, (DROP, *sorted(keys, key=repr))))]

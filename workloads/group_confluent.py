@@ -88,8 +88,9 @@ class ConfluentMember:
                                 on_revoke=self._revoked, on_lost=self._lost)
 
     def fetch(self) -> tuple[Reads, list[str]]:
-        return poll_records(self.consumer, self.config.poll_timeout,
-                            self.config.max_poll_records, self.record_keys)
+        reads, errors, _ = poll_records(self.consumer, self.config.poll_timeout,
+                                        self.config.max_poll_records, self.record_keys)
+        return reads, errors
 
     def commit(self, offsets: Mapping[Any, int]) -> CommitResult:
         partitions = self.config.key_partitions

@@ -123,7 +123,7 @@ class ConfluentClient(QueueClient):
             "group.id": f"kchaos-{uuid.uuid4().hex}",
             "enable.auto.commit": False,
             "enable.auto.offset.store": False,
-            "auto.offset.reset": "earliest",
+            "auto.offset.reset": "error",
             "enable.partition.eof": False,
             "fetch.wait.max.ms": 100,
         }
@@ -202,13 +202,24 @@ class ConfluentClient(QueueClient):
 
     def _poll(self, op: Mapping[str, Any]) -> dict[str, Any]:
         options = self.options
-        reads, errors = poll_records(self.consumer, options.poll_timeout,
-                                     options.max_poll_records, self._record_keys)
+        reads, errors, resets = poll_records(self.consumer, options.poll_timeout,
+                                             options.max_poll_records, self._record_keys)
+        self._read(reads, resets)
+        return completed(op, "ok", [["poll", reads]],
+                         errors=", ".join(dict.fromkeys(errors)) or None,
+                         offset_resets=resets or None)
+
+    def _read(self, reads: Mapping[Any, list[list[int]]], resets: Mapping[Any, int]) -> None:
+        """Positions after a poll; a key whose position was out of range starts over from
+        the beginning, as `auto.offset.reset=earliest` would, but on the record: the op
+        names it (`offset_resets`), so the checkers know the consumer's position moved."""
         for key, pairs in reads.items():
             for offset, _ in pairs:
                 self.positions.read(key, offset)
-        return completed(op, "ok", [["poll", reads]],
-                         errors=", ".join(dict.fromkeys(errors)) or None)
+        if resets:
+            for key in resets:
+                self.positions.next.pop(key, None)
+            self._assign(self.positions.assigned, seek_to_beginning=False)
 
     def _txn(self, op: Mapping[str, Any]) -> dict[str, Any]:
         """One transaction: its sends and polls in order, then commit, or abort when the op
@@ -222,6 +233,7 @@ class ConfluentClient(QueueClient):
         before = dict(self.positions.next)
         results: list[list[Any]] = []
         deliveries: list[Delivery] = []
+        resets: dict[Any, int] = {}
         with txn.lock:
             try:
                 txn.begin()
@@ -231,7 +243,7 @@ class ConfluentClient(QueueClient):
                                  error=f"begin_transaction: {error.args[0].name()}")
             try:
                 for micro in op["value"]:
-                    results.append(self._micro_op(txn, micro, deliveries))
+                    results.append(self._micro_op(txn, micro, deliveries, resets))
                 kind, why = txn.end(deliveries, deadline, abort=bool(op.get("abort")),
                                     why="aborted on purpose")
             except _PollFailed as error:
@@ -239,9 +251,10 @@ class ConfluentClient(QueueClient):
             except (KafkaException, BufferError) as error:
                 kind, why = txn.failed(error, deadline)
         if kind == "fail":
-            self.positions.next = before
+            self.positions.next = {k: v for k, v in before.items() if k not in resets}
             self._assign(self.positions.assigned, seek_to_beginning=False)
-        return completed(op, kind, [_micro_result(micro) for micro in results], error=why)
+        return completed(op, kind, [_micro_result(micro) for micro in results], error=why,
+                         offset_resets=resets or None)
 
     def _transactional(self, process: int, deadline: float
                        ) -> tuple[TxnProducer | None, str | None]:
@@ -263,9 +276,10 @@ class ConfluentClient(QueueClient):
             self.zombies.adopt(self.txn)
         self.txn = self.producer = None
 
-    def _micro_op(self, txn: TxnProducer, micro: list[Any], deliveries: list[Delivery]
-                  ) -> list[Any]:
-        """Run one micro-op inside the transaction; what `_micro_result` renders."""
+    def _micro_op(self, txn: TxnProducer, micro: list[Any], deliveries: list[Delivery],
+                  resets: dict[Any, int]) -> list[Any]:
+        """Run one micro-op inside the transaction; what `_micro_result` renders. A poll
+        adds the keys whose position was reset to `resets`."""
         if micro[0] == "send":
             _, key, value = micro
             delivery = Delivery()
@@ -274,13 +288,12 @@ class ConfluentClient(QueueClient):
                         value, delivery)
             return ["send", key, value, delivery]
         try:
-            reads, _ = poll_records(self.consumer, self.options.poll_timeout,
-                                    self.options.max_poll_records, self._record_keys)
+            reads, _, reset = poll_records(self.consumer, self.options.poll_timeout,
+                                           self.options.max_poll_records, self._record_keys)
         except KafkaException as error:
             raise _PollFailed(f"poll: {error.args[0].name()}") from error
-        for key, pairs in reads.items():
-            for offset, _ in pairs:
-                self.positions.read(key, offset)
+        self._read(reads, reset)
+        resets.update(reset)
         return ["poll", reads]
 
     def _assign(self, keys: list[Any], seek_to_beginning: bool) -> None:
@@ -333,21 +346,25 @@ def record_value(raw: bytes) -> int | str:
 
 def poll_records(consumer: Consumer, timeout: float, max_records: int,
                  record_keys: Mapping[tuple[str, int], Any]
-                 ) -> tuple[dict[Any, list[list[int]]], list[str]]:
-    """One poll of up to `max_records`: key -> [[offset, value], ...] in order, and the
-    names of the non-fatal errors it returned (a fatal one raises). `record_keys` maps
-    (topic, partition) to the key."""
+                 ) -> tuple[dict[Any, list[list[int]]], list[str], dict[Any, int]]:
+    """One poll of up to `max_records`: key -> [[offset, value], ...] in order, the names
+    of the non-fatal errors it returned (a fatal one raises), and key -> the offset its
+    fetch position could not be used at (librdkafka's auto offset reset, with
+    `auto.offset.reset=error`). `record_keys` maps (topic, partition) to the key."""
     first = consumer.poll(timeout)
     messages = [first, *consumer.consume(max_records - 1, 0)] if first is not None else []
     reads: dict[Any, list[list[int]]] = {}
     errors = []
+    resets: dict[Any, int] = {}
     for message in messages:
         error = message.error()
         if error is not None:
             if error.fatal():
                 raise KafkaException(error)
             errors.append(error.name())
+            if error.code() == KafkaError._AUTO_OFFSET_RESET:
+                resets[record_keys[message.topic(), message.partition()]] = message.offset()
             continue
         key = record_keys[message.topic(), message.partition()]
         reads.setdefault(key, []).append([message.offset(), record_value(message.value())])
-    return reads, errors
+    return reads, errors, resets

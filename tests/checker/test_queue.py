@@ -264,6 +264,19 @@ def test_records_a_before_process_poll_left_unprocessed_are_not_poll_skips():
     assert not {"poll-skip", "int-poll-skip"} & set(found(b))
 
 
+def test_a_client_offset_reset_restarts_the_keys_position():
+    b = Builder()
+    for offset in range(4):
+        b.send(0, 1, 10 + offset, offset)
+        b.send(0, 2, 20 + offset, offset)
+    b.poll(5, {1: [(0, 10), (1, 11)], 2: [(0, 20), (1, 21)]})
+    b.op(5, "poll", [["poll"]], "ok", [["poll", {}]], offset_resets={"1": 2})
+    b.poll(5, {1: [(0, 10)]})
+    assert "nonmonotonic-poll" not in found(b)
+    b.poll(5, {2: [(0, 20)]})
+    assert found(b)["nonmonotonic-poll"]["count"] == 1
+
+
 def test_offsets_nobody_observed_are_not_skips():
     b = Builder()
     b.send(0, 1, 10, 0)
