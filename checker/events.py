@@ -3,7 +3,9 @@
 Fields (broker-contracts, "Controller event log"): time (epoch ms), controller_id,
 controller_epoch, event ("elect-leader", "isr-change", "broker-change",
 "become-controller", "resign", ...), topic, partition, selector, old_leader,
-new_leader, leader_epoch, isr, unclean. A store keeps one log per node at
+new_leader, leader_epoch, isr, unclean. The coordinators write to the same log (group
+and transaction events: `coordinator-loaded`, `txn-state`, `txn-fenced`, ...); fields
+beyond the controller's are kept in `details`. A store keeps one log per node at
 `nodes/<node>/controller-events.jsonl`. A malformed line is an error naming the
 file and line; an unterminated last line (the broker was killed mid-write) is
 skipped and counted.
@@ -14,7 +16,7 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -53,6 +55,7 @@ class ControllerEvent:
     leader_epoch: int | None = None
     isr: tuple[int, ...] | None = None
     unclean: bool = False
+    details: dict[str, Any] = field(default_factory=dict, compare=False)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -62,6 +65,7 @@ class ControllerEvent:
             "old_leader": self.old_leader, "new_leader": self.new_leader,
             "leader_epoch": self.leader_epoch,
             "isr": list(self.isr) if self.isr is not None else None, "unclean": self.unclean,
+            **self.details,
         }
 
 
@@ -71,6 +75,11 @@ class EventLogs:
 
     events: list[ControllerEvent]
     torn_lines: int = 0
+
+
+_CONTROLLER_FIELDS = frozenset({"time", "event", "controller_id", "controller_epoch", "topic",
+                                "partition", "selector", "old_leader", "new_leader",
+                                "leader_epoch", "isr", "unclean"})
 
 
 def _event(obj: Any, node: str | None) -> ControllerEvent:
@@ -91,6 +100,7 @@ def _event(obj: Any, node: str | None) -> ControllerEvent:
         old_leader=obj.get("old_leader"), new_leader=obj.get("new_leader"),
         leader_epoch=obj.get("leader_epoch"),
         isr=tuple(isr) if isr is not None else None, unclean=obj.get("unclean") is True,
+        details={k: v for k, v in obj.items() if k not in _CONTROLLER_FIELDS},
     )
 
 

@@ -27,6 +27,7 @@ from reports.plots import Plot, Span, client_spans, write_plots
 from reports.run import Run, load_run, nemesis_periods
 from reports.summary import headline
 from reports.timeline import write_timeline
+from reports.transactions import TransactionsView, transactions_section, transactions_view
 
 __all__ = ["Report", "verdict_label", "write_report"]
 
@@ -61,7 +62,7 @@ def write_report(run_dir: str | Path) -> Report:
     group_plots = write_group_plots(groups, nemesis_periods(run.ops), run.directory)
     write_timeline(run.ops, spans, run.directory, title=f"{run.name}: operation timeline")
     views = write_log_views(run.directory, run.node_logs)
-    page = _Page(run, spans, views, groups)
+    page = _Page(run, spans, views, groups, transactions_view(run.ops, run.events))
     path = run.directory / REPORT_FILE
     path.write_text(page.render(plots, group_plots), encoding="utf-8")
     return Report(path, run.verdict, (*plots, *group_plots))
@@ -89,11 +90,13 @@ class _Page:
     """The pieces of one report page."""
 
     def __init__(self, run: Run, spans: Sequence[Span], views: Sequence[LogView],
-                 groups: Sequence[GroupTimeline] = ()) -> None:
+                 groups: Sequence[GroupTimeline] = (),
+                 transactions: TransactionsView | None = None) -> None:
         self.run = run
         self.spans = spans
         self.views = views
         self.groups = groups
+        self.transactions = transactions or transactions_view([], [])
         self.checkers: dict[str, dict[str, Any]] = dict(
             ((run.results or {}).get("checkers") or {}).items())
 
@@ -112,6 +115,7 @@ class _Page:
                 ("linearizability", "Linearizability"), ("nemesis", "Nemesis"),
                 *((("availability", "Availability"),) if self._availability_stats() else ()),
                 *((("groups", "Consumer groups"),) if self.groups else ()),
+                *((("transactions", "Transactions"),) if self.transactions else ()),
                 ("plots", "Plots"), ("config", "Configuration"), ("logs", "Logs"),
                 ("stats", "Statistics"))),
             "problems": join(element("p", problem, class_="problem")
@@ -122,7 +126,8 @@ class _Page:
             "linearizability": render_counterexamples(counterexamples(self.run.results),
                                                       self.spans),
             "nemesis": join([self._nemesis(), self._availability(),
-                             group_section(self.groups, group_plots)]),
+                             group_section(self.groups, group_plots),
+                             transactions_section(self.transactions, self.run.start_wall_ms)]),
             "plots": self._plots(plots),
             "config": self._config(),
             "logs": self._logs(),
