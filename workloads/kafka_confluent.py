@@ -54,6 +54,7 @@ __all__ = ["ConfluentClient"]
 
 SETUP_TIMEOUT = 60.0
 TXN_BUDGET = 0.8  # of the op timeout, for a transaction to end before the worker gives up
+TXN_REQUEST_TIMEOUT_MS = 30000  # Kafka's default, and at least twice message.timeout.ms
 
 
 class ConfluentClient(QueueClient):
@@ -111,8 +112,19 @@ class ConfluentClient(QueueClient):
         }
 
     def _txn_config(self, process: int) -> dict[str, Any]:
+        """A transactional producer's settings. Its produce requests outlive its messages
+        (`request.timeout.ms` past `message.timeout.ms`), so an unanswered message times
+        out in flight, which makes librdkafka bump the epoch. A broker's REQUEST_TIMED_OUT
+        arriving first would put the message, possibly written, back in the queue, where
+        abort_transaction purges it without an epoch bump: librdkafka 2.16 then gives the
+        next transaction's batch the same sequence, and the broker (ours or Kafka) answers
+        it as a duplicate of the aborted one, a committed write lost. Seen in a run with
+        coordinator faults; reproduced by a produce timeout racing an abort."""
         options = self.options
-        return {**self._producer_config(), "enable.idempotence": True, "acks": "all",
+        producer = self._producer_config()
+        return {**producer, "enable.idempotence": True, "acks": "all",
+                "request.timeout.ms": max(TXN_REQUEST_TIMEOUT_MS,
+                                          2 * producer["message.timeout.ms"]),
                 "transactional.id": options.transactional_id_of(process),
                 "transaction.timeout.ms": transaction_timeout_ms(options.op_timeout)}
 
