@@ -211,6 +211,14 @@ class Delivery:
     error: str | None = None
     done: bool = False
 
+    def report(self, error: Any, message: Any) -> None:
+        """A confluent-kafka delivery callback: the error's name, or the record's offset."""
+        self.done = True
+        if error is not None:
+            self.error = error.name()
+        else:
+            self.offset = message.offset()
+
 
 def send_completion(op: Mapping[str, Any], deliveries: list[Delivery], *, retried: bool,
                     **extra: Any) -> dict[str, Any]:

@@ -187,22 +187,12 @@ class ConfluentClient(QueueClient):
     def _send(self, op: Mapping[str, Any]) -> dict[str, Any]:
         options = self.options
         deliveries = [Delivery() for _ in op["value"]]
-
-        def report(delivery: Delivery) -> Any:
-            def delivered(error: KafkaError | None, message: Any) -> None:
-                delivery.done = True
-                if error is not None:
-                    delivery.error = error.name()
-                else:
-                    delivery.offset = message.offset()
-            return delivered
-
         for position, (_, key, value) in enumerate(op["value"]):
             try:
                 self.producer.produce(options.topic_of(key), value=str(value).encode(),
                                       key=str(key).encode(),
                                       partition=options.key_partitions[key],
-                                      on_delivery=report(deliveries[position]))
+                                      on_delivery=deliveries[position].report)
             except (KafkaException, BufferError) as error:
                 name = (error.args[0].name() if isinstance(error, KafkaException)
                         else "_QUEUE_FULL")

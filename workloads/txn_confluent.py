@@ -96,15 +96,8 @@ class TxnProducer:
 
     def produce(self, topic: str, partition: int, key: Any, value: Any,
                 delivery: Delivery) -> None:
-        def delivered(error: KafkaError | None, message: Any) -> None:
-            delivery.done = True
-            if error is not None:
-                delivery.error = error.name()
-            else:
-                delivery.offset = message.offset()
-
         self.producer.produce(topic, value=str(value).encode(), key=str(key).encode(),
-                              partition=partition, on_delivery=delivered)
+                              partition=partition, on_delivery=delivery.report)
 
     def send_offsets(self, offsets: list[TopicPartition], metadata: Any,
                      deadline: float) -> None:
