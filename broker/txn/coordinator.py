@@ -19,9 +19,10 @@ pending transition and other requests get CONCURRENT_TRANSACTIONS (Kafka's pendi
 - Transactions older than their timeout are aborted with a bumped epoch.
 Every committed state change, fence, timeout, load and unload goes to the event log.
 
-`skip_epoch_fencing` (the seeded defect `kchaos.debug.skip-epoch-fencing`) lets a request
-with an older producer epoch act on the id's current transaction instead of answering
-PRODUCER_FENCED: a zombie producer can still add partitions and commit.
+`skip_epoch_fencing` (the seeded defect `kchaos.debug.skip-epoch-fencing`) skips fencing:
+InitProducerId gives the new producer the next epoch but leaves the older producer's open
+transaction open, and a request with an older producer epoch acts on the id's current
+transaction instead of answering PRODUCER_FENCED: a zombie producer can still commit.
 """
 
 from __future__ import annotations
@@ -227,6 +228,8 @@ class TransactionCoordinator:
             return ErrorCode.CONCURRENT_TRANSACTIONS, NO_PRODUCER_ID, NO_EPOCH
         if expected is not None and not _may_recover(metadata, expected):
             return ErrorCode.PRODUCER_FENCED, NO_PRODUCER_ID, NO_EPOCH
+        if metadata.state is TxnState.ONGOING and self.config.skip_epoch_fencing:
+            return await self._bump_without_fencing(transactional_id, entry)
         if metadata.state is TxnState.ONGOING:
             code = await self._fence_and_abort(transactional_id, entry, "init-producer-id")
             return code or ErrorCode.CONCURRENT_TRANSACTIONS, NO_PRODUCER_ID, NO_EPOCH
@@ -262,6 +265,22 @@ class TransactionCoordinator:
             return ErrorCode.PRODUCER_FENCED
         return metadata.transition(TxnState.EMPTY, now, producer_epoch=epoch,
                                    last_producer_epoch=last, **fresh)
+
+    async def _bump_without_fencing(self, transactional_id: str,
+                                    entry: TxnEntry) -> tuple[int, int, int]:
+        """The seeded defect: a new producer gets the next epoch while the older producer's
+        transaction stays open, neither aborted nor fenced, so that producer may still
+        commit it."""
+        metadata = entry.metadata
+        self.events.write("txn-fencing-skipped", transactional_id=transactional_id,
+                          request_epoch=metadata.producer_epoch + 1,
+                          producer_epoch=metadata.producer_epoch, cause="init-producer-id")
+        new = metadata.transition(TxnState.ONGOING, _now_ms(),
+                                  producer_epoch=metadata.producer_epoch + 1)
+        code = await self._write(entry, new, "init-producer-id")
+        if code != ErrorCode.NONE:
+            return code, NO_PRODUCER_ID, NO_EPOCH
+        return ErrorCode.NONE, new.producer_id, new.producer_epoch
 
     async def _fence_and_abort(self, transactional_id: str, entry: TxnEntry, cause: str) -> int:
         """Abort the ongoing transaction with a bumped epoch, fencing its producer."""

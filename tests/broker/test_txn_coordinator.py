@@ -180,13 +180,14 @@ def test_skip_epoch_fencing_lets_a_zombie_commit(tmp_path):
     async def scenario():
         coordinator, _, markers = make(tmp_path, skip_fencing=True)
         _, pid, old = await coordinator.init_producer_id("t", 30000, None)
-        await coordinator.init_producer_id("t", 30000, None)
         zombie_add = await coordinator.add_partitions("t", pid, old, TOPIC_A)
+        successor = await coordinator.init_producer_id("t", 30000, None)
         zombie_end = await coordinator.end_txn("t", pid, old, True)
         await settle()
-        return zombie_add, zombie_end, markers.written
+        return zombie_add, successor, zombie_end, markers.written
 
-    zombie_add, zombie_end, written = run(scenario())
+    zombie_add, successor, zombie_end, written = run(scenario())
+    assert successor == (ErrorCode.NONE, 1001, 1)
     assert zombie_add == zombie_end == ErrorCode.NONE
     assert written == [(1001, 1, True, 5, TOPIC_A)]
     assert any(e["event"] == "txn-fencing-skipped" for e in events(tmp_path))
