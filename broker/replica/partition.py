@@ -343,7 +343,10 @@ class Partition:
     # -- followers, ISR and high watermark (leader only) ----------------------------
 
     def update_follower(self, replica_id: int, fetch_offset: int) -> None:
-        """A follower fetched from `fetch_offset`: its LEO; maybe expand the ISR, move the HW."""
+        """A follower fetched from `fetch_offset`: its LEO; maybe expand the ISR, move the HW.
+        Every fetch may expand the ISR, not only one that moved the follower's LEO: a
+        follower dropped while the log stood still (produce refused below
+        min.insync.replicas) fetches at the same offset ever after."""
         state = self.followers.get(replica_id)
         if state is None:
             return
@@ -355,8 +358,7 @@ class Partition:
             state.last_caught_up_ms = max(state.last_caught_up_ms, state.last_fetch_ms)
         state.last_fetch_ms = now
         state.last_fetch_leader_leo = leader_leo
-        if fetch_offset == state.leo:
-            return
+        moved = fetch_offset != state.leo
         state.leo = fetch_offset
         if (
             replica_id not in self.isr
@@ -365,7 +367,8 @@ class Partition:
             and fetch_offset >= self.leader_epoch_start_offset
         ):
             self._propose_isr(self.isr | {replica_id})
-        self._maybe_increment_hw()
+        if moved:
+            self._maybe_increment_hw()
 
     def maybe_shrink_isr(self, lag_time_max_ms: float) -> None:
         if not self.is_leader or self.pending_isr is not None:

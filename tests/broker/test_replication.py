@@ -95,6 +95,27 @@ def test_isr_shrinks_after_lag_and_expands_when_caught_up(tmp_path):
     asyncio.run(scenario())
 
 
+def test_a_follower_dropped_while_the_log_stood_still_rejoins_at_the_same_offset(tmp_path):
+    async def scenario():
+        partition, writes = leader(tmp_path, isr=(1, 2, 3), min_isr=2)
+        partition.append_as_leader(batch(), -1)
+        partition.update_follower(2, 3)
+        partition.update_follower(3, 3)
+        for replica in (2, 3):
+            partition.followers[replica].last_caught_up_ms -= 5000
+        partition.maybe_shrink_isr(3000)
+        writes.succeed(partition)
+        assert partition.isr == {1}
+        with pytest.raises(BrokerError):
+            partition.append_as_leader(batch(), -1)  # below min.insync.replicas: no new data
+        partition.update_follower(2, 3)
+        assert writes.proposed[-1] == frozenset({1, 2})
+        writes.succeed(partition)
+        assert partition.isr == {1, 2}
+
+    asyncio.run(scenario())
+
+
 def test_failed_isr_write_keeps_the_old_isr(tmp_path):
     async def scenario():
         partition, writes = leader(tmp_path, isr=(1, 2))
