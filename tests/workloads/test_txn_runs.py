@@ -1,6 +1,7 @@
-"""Transactions on real Apache Kafka 3.9.1 (three loopback brokers): a short `--txn` run of
-the queue workload with aborts on purpose, a short transfer run, and a plain run with
-idempotent producers, each valid under the checkers their workloads name."""
+"""Transactional workloads on three loopback brokers of our broker and of real Apache Kafka
+3.9.1: a short `--txn` run of the queue workload with aborts on purpose, a short transfer
+run, and a plain run with idempotent producers, each valid under the checkers their
+workloads name."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ import pytest
 
 from checker.history import HistoryWriter, load_history
 from checker.registry import composed
-from tests.support.kafka_brokers import KafkaCluster, kafka_unavailable
+from tests.support.group_storyline import new_cluster, system_unavailable
 from workloads import final
 from workloads import generator as gen
 from workloads.part import Workload
@@ -20,19 +21,24 @@ from workloads.transfer import CHECKERS as TRANSFER_CHECKERS
 from workloads.transfer import TransferOptions, transfer_workload
 from workloads.worker import Interpreter
 
-pytestmark = [pytest.mark.cluster, pytest.mark.timeout(300),
-              pytest.mark.skipif(kafka_unavailable() is not None,
-                                 reason=kafka_unavailable() or "")]
+pytestmark = [pytest.mark.cluster, pytest.mark.timeout(300)]
 
 BROKER = {"min.insync.replicas": "2", "unclean.leader.election.enable": "false",
-          "transaction.state.log.num.partitions": "3"}
+          "transaction.state.log.num.partitions": "3",
+          "transaction.state.log.replication.factor": "3",
+          "transaction.state.log.min.isr": "2"}
 OFFLINE = ("elections",)  # needs the node logs of a run folder
 
 
-@pytest.fixture(scope="module")
-def cluster(zookeeper, tmp_path_factory):
-    with KafkaCluster(zookeeper.connect, tmp_path_factory.mktemp("kafka-txn"),
-                      properties=dict(BROKER)) as running:
+@pytest.fixture(scope="module", params=[
+    pytest.param(system, marks=[pytest.mark.skip(reason=system_unavailable(system))]
+                 if system_unavailable(system) else [])
+    for system in ("kchaos", "kafka")])
+def cluster(request, zookeeper, tmp_path_factory):
+    running = new_cluster(request.param, zookeeper.connect,
+                          tmp_path_factory.mktemp(f"txn-runs-{request.param}"))
+    running.properties.update(BROKER)
+    with running:
         yield running
 
 
