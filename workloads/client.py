@@ -27,6 +27,7 @@ callbacks) get the history's clock from the worker (`use_clock`).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, Protocol
@@ -43,14 +44,19 @@ __all__ = [
     "completed",
     "DEFINITE_FAILURES",
     "Delivery",
+    "drain_idle_polls",
     "InvalidCompletion",
     "outcome",
     "Positions",
     "QueueClient",
     "RETRIABLE_DEFINITE",
     "send_completion",
+    "transaction_timeout_ms",
     "validate",
 ]
+
+ABORT_CHECK_S = 10.0  # transaction.abort.timed.out.transaction.cleanup.interval.ms default
+DRAIN_MARGIN_S = 2.0
 
 # Produce/fetch errors that prove nothing was appended (Kafka protocol names; librdkafka
 # spells a few differently, both are listed).
@@ -218,6 +224,21 @@ class Delivery:
             self.error = error.name()
         else:
             self.offset = message.offset()
+
+
+def transaction_timeout_ms(op_timeout: float) -> int:
+    """transaction.timeout.ms: a dead producer's open transaction blocks read_committed
+    consumers (the LSO) until its coordinator aborts it, so keep it short."""
+    return max(10_000, int(op_timeout * 3000))
+
+
+def drain_idle_polls(op_timeout: float, poll_timeout: float, idle_polls: int) -> int:
+    """Empty polls a read_committed drain waits through before it stops: enough to outwait
+    a dead producer's open transaction, which holds the last stable offset until its
+    coordinator aborts it (the transaction timeout, one abort check at Kafka's default
+    interval, and a margin)."""
+    wait_s = transaction_timeout_ms(op_timeout) / 1000 + ABORT_CHECK_S + DRAIN_MARGIN_S
+    return max(idle_polls, math.ceil(wait_s / poll_timeout))
 
 
 def send_completion(op: Mapping[str, Any], deliveries: list[Delivery], *, retried: bool,

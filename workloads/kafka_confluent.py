@@ -46,9 +46,10 @@ from workloads.client import (
     completed,
     outcome,
     send_completion,
+    transaction_timeout_ms,
 )
 from workloads.group_child import ConsumerChildren
-from workloads.txn_confluent import TxnProducer, Zombies, transaction_timeout_ms
+from workloads.txn_confluent import TxnProducer, Zombies
 
 __all__ = ["ConfluentClient"]
 

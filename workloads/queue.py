@@ -32,7 +32,7 @@ from typing import Any
 
 from workloads import final, group_ops
 from workloads import generator as gen
-from workloads.client import Client, ClientOptions
+from workloads.client import Client, ClientOptions, drain_idle_polls
 from workloads.group_consumer import COMMIT_MODES
 from workloads.part import Workload, WorkloadContext, WorkloadKind
 
@@ -323,7 +323,10 @@ def queue_workload(options: QueueOptions,
                                                     options.drain_idle_polls,
                                                     options.session_timeout_ms)
     else:
-        final_generator = final.drain(keys, options.drain_idle_polls)
+        idle_polls = options.drain_idle_polls
+        if options.txn:
+            idle_polls = drain_idle_polls(options.op_timeout, options.poll_timeout, idle_polls)
+        final_generator = final.drain(keys, idle_polls)
     client_options = options.client_options()
     client = factory(options.client, client_options)
     return Workload(

@@ -33,7 +33,7 @@ from typing import Any
 
 from workloads import generator as gen
 from workloads import group_ops
-from workloads.client import ClientOptions
+from workloads.client import ClientOptions, drain_idle_polls
 from workloads.final import Drain
 from workloads.part import Workload, WorkloadContext, WorkloadKind
 from workloads.queue import MIN_SESSION_TIMEOUT_MS, SendGenerator
@@ -153,7 +153,9 @@ def transfer_workload(options: TransferOptions) -> Workload:
                            1, COMMIT),
         group_ops.WithGroup(gen.each_thread({"f": "crash", "value": "close"}), 1),
         group_ops.committed_reads(1),
-        Drain((*outputs, *outputs.values()), options.drain_idle_polls, crash_first=True))
+        Drain((*outputs, *outputs.values()),
+              drain_idle_polls(options.op_timeout, options.poll_timeout,
+                               options.drain_idle_polls), crash_first=True))
     client_options = options.client_options()
     client = TransferClient(client_options, Outputs(options.output_topic, outputs))
     key_partitions = {**{key: (options.topic, key) for key in outputs},

@@ -34,7 +34,7 @@ from confluent_kafka import KafkaError, KafkaException, Producer, TopicPartition
 
 from workloads.client import CLIENT_LOGGERS, Delivery
 
-__all__ = ["TxnProducer", "Zombies", "error_of", "transaction_timeout_ms"]
+__all__ = ["TxnProducer", "Zombies", "error_of"]
 
 log = logging.getLogger(f"{CLIENT_LOGGERS[0]}.txn")
 End = tuple[Literal["ok", "fail", "info"], str | None]
@@ -44,12 +44,6 @@ RETRIABLE_CODES = frozenset({KafkaError.CONCURRENT_TRANSACTIONS,
                              KafkaError.COORDINATOR_LOAD_IN_PROGRESS,
                              KafkaError.COORDINATOR_NOT_AVAILABLE, KafkaError.NOT_COORDINATOR})
 ZOMBIE_SECONDS = 30.0
-
-
-def transaction_timeout_ms(op_timeout: float) -> int:
-    """transaction.timeout.ms: a dead producer's open transaction blocks read_committed
-    consumers (the LSO) until its coordinator aborts it, so keep it short."""
-    return max(10_000, int(op_timeout * 3000))
 
 
 def error_of(exception: BaseException) -> KafkaError | None:

@@ -284,3 +284,10 @@ def test_an_unknown_end_is_info_and_the_producer_becomes_a_zombie_on_close():
     client.consumer = None
     client.close(None)
     assert client.zombies.count() == 1 and client.txn is None
+
+
+def test_a_transactional_drain_outwaits_a_dead_producers_open_transaction():
+    from workloads.client import drain_idle_polls
+
+    assert drain_idle_polls(5.0, 0.5, 10) == 54  # (15 s timeout + 10 s abort check + 2) / 0.5
+    assert drain_idle_polls(1.0, 0.5, 100) == 100
