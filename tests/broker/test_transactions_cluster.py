@@ -70,31 +70,59 @@ def create_topic(cluster: BrokerCluster, name: str, partitions: int = PARTITIONS
 
 
 def read(cluster: BrokerCluster, topic: str, isolation: str, partitions: int = PARTITIONS,
-         timeout: float = 30.0) -> dict[int, list[str]]:
+         timeout: float = 30.0, settled: bool = True) -> dict[int, list[str]]:
     """Every value of `topic` a consumer at `isolation` reads up to the end offsets it is
-    told (the last stable offset for read_committed): partition -> values in order. A new
-    consumer tries again while a leader that moved after a kill does not answer."""
+    told (the last stable offset for read_committed): partition -> values in order. With
+    `settled`, a read_committed read first waits for every transaction on `topic` to be
+    completed by its markers, which a commit or abort returns before. A new consumer tries
+    again while a leader that moved after a kill does not answer."""
     deadline = time.monotonic() + timeout
     while True:
         try:
+            if settled and isolation == "read_committed":
+                wait_until_stable(cluster, topic, partitions, deadline)
             return read_once(cluster, topic, isolation, partitions, deadline)
         except KafkaException:
             if time.monotonic() > deadline:
                 raise
 
 
+def end_offsets(cluster: BrokerCluster, topic: str, isolation: str,
+                partitions: int) -> dict[int, int]:
+    consumer = Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": "txn-reader",
+                         "isolation.level": isolation})
+    try:
+        return {p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=5)[1]
+                for p in range(partitions)}
+    finally:
+        consumer.close()
+
+
+def wait_until_stable(cluster: BrokerCluster, topic: str, partitions: int,
+                      deadline: float) -> None:
+    """Until the last stable offset of every partition reaches its high watermark."""
+    while True:
+        stable = end_offsets(cluster, topic, "read_committed", partitions)
+        high = end_offsets(cluster, topic, "read_uncommitted", partitions)
+        if stable == high:
+            return
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{topic}: a transaction is still open: last stable "
+                                 f"offsets {stable}, high watermarks {high}")
+        time.sleep(0.2)
+
+
 def read_once(cluster: BrokerCluster, topic: str, isolation: str, partitions: int,
               deadline: float) -> dict[int, list[str]]:
+    ends = end_offsets(cluster, topic, isolation, partitions)
     consumer = Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": "txn-reader",
                          "enable.auto.commit": False, "isolation.level": isolation})
     try:
         parts = [TopicPartition(topic, p) for p in range(partitions)]
-        ends = {p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=5)[1]
-                for p in range(partitions)}
         consumer.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
         found: dict[int, list[str]] = {p: [] for p in range(partitions)}
         while time.monotonic() < deadline:
-            positions = {tp.partition: tp.offset for tp in consumer.position(parts)}
+            positions = {tp.partition: max(tp.offset, 0) for tp in consumer.position(parts)}
             if all(positions[p] >= ends[p] for p in ends):
                 break
             for message in consumer.consume(500, 0.3):
@@ -158,7 +186,7 @@ def test_read_committed_stops_at_an_open_transaction(cluster):
         for partition in range(PARTITIONS):
             plain.produce(topic, value=f"after-{partition}", partition=partition)
         plain.flush(30)
-        assert values(read(cluster, topic, "read_committed")) == []
+        assert values(read(cluster, topic, "read_committed", settled=False)) == []
         assert len(values(read(cluster, topic, "read_uncommitted"))) == 6
         open_txn.commit()
     assert values(read(cluster, topic, "read_committed")) == sorted(
