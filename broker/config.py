@@ -163,7 +163,16 @@ SPEC: dict[str, tuple[str, Callable[[str], Any], Any]] = {
     "controller.event.log": ("controller_event_log", _nonempty, None),
     "socket.request.max.bytes": ("socket_request_max_bytes", _int(1024), 104857600),
     "replica.high.watermark.checkpoint.interval.ms": ("hw_checkpoint_interval_ms", _int(1), 5000),
-    "log.flush.interval.ms": ("log_flush_interval_ms", _int(1), 60000),
+    # Kafka's flush policy: by default nothing is fsynced on a schedule or a count (the OS
+    # writes the page cache back); log.flush.interval.ms defaults to the scheduler interval
+    "log.flush.interval.messages": ("log_flush_interval_messages", _int(1), None),
+    "log.flush.interval.ms": ("log_flush_interval_ms", _int(1), None),
+    "log.flush.scheduler.interval.ms": ("log_flush_scheduler_interval_ms", _int(1), None),
+    "log.flush.offset.checkpoint.interval.ms": (
+        "log_flush_offset_checkpoint_interval_ms",
+        _int(1),
+        60000,
+    ),
     "log.cleaner.enable": ("log_cleaner_enable", _bool, True),
     "log.cleaner.backoff.ms": ("log_cleaner_backoff_ms", _int(1), 15000),
     "log.cleaner.delete.retention.ms": ("log_cleaner_delete_retention_ms", _int(0), 86400000),
@@ -207,6 +216,7 @@ SPEC: dict[str, tuple[str, Callable[[str], Any], Any]] = {
     ),
     "kchaos.debug.skip-epoch-fencing": ("debug_skip_epoch_fencing", _bool, False),
     "kchaos.debug.read-uncommitted-leak": ("debug_read_uncommitted_leak", _bool, False),
+    "kchaos.debug.lose-unflushed-on-crash": ("debug_lose_unflushed_on_crash", _bool, False),
 }
 REQUIRED = ("broker.id", "listeners", "zookeeper.connect")
 
@@ -248,7 +258,10 @@ class BrokerConfig:
     controller_event_log: str | None = None
     socket_request_max_bytes: int = 104857600
     hw_checkpoint_interval_ms: int = 5000
-    log_flush_interval_ms: int = 60000
+    log_flush_interval_messages: int | None = None
+    log_flush_interval_ms: int | None = None
+    log_flush_scheduler_interval_ms: int | None = None
+    log_flush_offset_checkpoint_interval_ms: int = 60000
     log_cleaner_enable: bool = True
     log_cleaner_backoff_ms: int = 15000
     log_cleaner_delete_retention_ms: int = 86400000
@@ -271,6 +284,7 @@ class BrokerConfig:
     debug_ack_commit_before_replication: bool = False
     debug_skip_epoch_fencing: bool = False
     debug_read_uncommitted_leak: bool = False
+    debug_lose_unflushed_on_crash: bool = False
     source: str = field(default="<memory>", compare=False)
 
     @classmethod
@@ -346,6 +360,14 @@ class BrokerConfig:
             if item.name == listener.name:
                 return item
         return listener
+
+    @property
+    def flush_ms(self) -> int | None:
+        """Kafka's log.flush.interval.ms, which defaults to log.flush.scheduler.interval.ms
+        (None: never)."""
+        if self.log_flush_interval_ms is not None:
+            return self.log_flush_interval_ms
+        return self.log_flush_scheduler_interval_ms
 
     @property
     def retention_ms(self) -> int:

@@ -160,7 +160,10 @@ class BrokerNode:
                 index_interval_bytes=config.log_index_interval_bytes,
                 retention_bytes=config.log_retention_bytes,
                 retention_ms=config.retention_ms,
+                flush_messages=config.log_flush_interval_messages,
+                flush_ms=config.flush_ms,
             ),
+            lose_unflushed_on_crash=config.debug_lose_unflushed_on_crash,
         )
         try:
             await asyncio.get_running_loop().run_in_executor(None, self.logs.load)
@@ -180,7 +183,9 @@ class BrokerNode:
                 replica_fetch_max_bytes=config.replica_fetch_max_bytes,
                 truncation_mode=config.replication_truncation_mode,
                 hw_checkpoint_interval_ms=config.hw_checkpoint_interval_ms,
-                log_flush_interval_ms=config.log_flush_interval_ms,
+                log_flush_scheduler_interval_ms=config.log_flush_scheduler_interval_ms,
+                log_flush_offset_checkpoint_interval_ms=(
+                    config.log_flush_offset_checkpoint_interval_ms),
                 log_cleaner_enable=config.log_cleaner_enable,
                 log_cleaner_backoff_ms=config.log_cleaner_backoff_ms,
                 log_cleaner_delete_retention_ms=config.log_cleaner_delete_retention_ms,
@@ -194,6 +199,9 @@ class BrokerNode:
         creator = TopicCreator(self.zk, self.replicas.metadata)
         self.replicas.on_metadata_update.append(creator.metadata_changed)
         self.events = EventLog(self.event_log_path, broker_id=self.broker_id)
+        for (topic, partition), tail in self.logs.lost_tails:
+            self.events.write("unflushed-lost", topic=topic, partition=partition,
+                              cause="kchaos.debug.lose-unflushed-on-crash", **tail.to_json())
         offsets_topic = InternalTopic(
             OFFSETS_TOPIC, self.replicas.metadata, creator,
             config.offsets_topic_num_partitions, config.offsets_topic_replication_factor,

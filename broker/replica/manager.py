@@ -9,10 +9,13 @@ Implements the control plane's `ControlRequestHandler`:
 - UpdateMetadata: the metadata cache used by Metadata requests.
 - StopReplica: stop fetching; delete the log when asked.
 
-Periodic tasks: ISR shrink check, high-watermark checkpoint, log flush, retention (not on
-compact-only topics) and the log cleaner (topics whose cleanup.policy includes compact, and
-`__consumer_offsets`; see broker/storage/cleaner.py). Topic configs are read from ZooKeeper
-once per topic and cached.
+Periodic tasks: ISR shrink check, high-watermark checkpoint, Kafka's log flusher (every
+`log.flush.scheduler.interval.ms`, if set: fsync each log whose last flush is older than its
+flush.ms), recovery-point checkpoint, retention (not on compact-only topics) and the log
+cleaner (topics whose cleanup.policy includes compact, and `__consumer_offsets`; see
+broker/storage/cleaner.py). The flush.messages and flush.ms topic configs override the
+broker's log.flush.interval.messages and log.flush.interval.ms. Topic configs are read from
+ZooKeeper once per topic and cached.
 ISR changes are written to ZooKeeper with the znode version as compare-and-set and
 announced through /isr_change_notification.
 """
@@ -23,7 +26,7 @@ import asyncio
 import inspect
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from broker import zk as zkpaths
 from broker.control_plane.messages import (
@@ -42,6 +45,9 @@ __all__ = ["ReplicaManager", "ReplicaSettings"]
 
 log = logging.getLogger("broker.replica")
 
+# topic configs overriding the broker's flush policy -> LogConfig fields
+FLUSH_TOPIC_CONFIGS = {"flush.messages": "flush_messages", "flush.ms": "flush_ms"}
+
 
 @dataclass(frozen=True)
 class ReplicaSettings:
@@ -52,7 +58,8 @@ class ReplicaSettings:
     replica_fetch_max_bytes: int = 1048576
     truncation_mode: str = "leader-epoch"
     hw_checkpoint_interval_ms: int = 5000
-    log_flush_interval_ms: int = 60000
+    log_flush_scheduler_interval_ms: int | None = None  # None: the flusher never runs
+    log_flush_offset_checkpoint_interval_ms: int = 60000
     retention_check_interval_ms: int = 30000
     log_cleaner_enable: bool = True
     log_cleaner_backoff_ms: int = 15000
@@ -108,14 +115,23 @@ class ReplicaManager:
                 name="hw-checkpoint",
             ),
             loop.create_task(
-                self._every(self.settings.log_flush_interval_ms / 1000.0, self._flush),
-                name="log-flush",
+                self._every(
+                    self.settings.log_flush_offset_checkpoint_interval_ms / 1000.0,
+                    self.logs.checkpoint_recovery_points,
+                ),
+                name="recovery-point-checkpoint",
             ),
             loop.create_task(
                 self._every(self.settings.retention_check_interval_ms / 1000.0, self._retention),
                 name="log-retention",
             ),
         ]
+        if self.settings.log_flush_scheduler_interval_ms is not None:
+            self._tasks.append(loop.create_task(
+                self._every(self.settings.log_flush_scheduler_interval_ms / 1000.0,
+                            self._flush_due),
+                name="log-flusher",
+            ))
         if self.settings.log_cleaner_enable:
             self._tasks.append(loop.create_task(
                 self._every(self.settings.log_cleaner_backoff_ms / 1000.0, self._clean_logs),
@@ -151,10 +167,10 @@ class ReplicaManager:
         hws = {key: p.high_watermark for key, p in self.partitions.items()}
         self.logs.checkpoint_high_watermarks(hws)
 
-    def _flush(self) -> None:
-        for partition in self.partitions.values():
-            partition.log.flush()
-        self.logs.checkpoint_recovery_points()
+    def _flush_due(self) -> None:
+        """Kafka's flushDirtyLogs: each log whose flush.ms has passed since its last flush."""
+        for partition in list(self.partitions.values()):
+            partition.log.flush_if_due()
 
     async def _retention(self) -> None:
         hws = {key: p.high_watermark for key, p in self.partitions.items()}
@@ -295,6 +311,10 @@ class ReplicaManager:
     async def _create_partition(self, topic: str, index: int) -> Partition:
         min_isr = await self._min_insync_replicas(topic)
         partition_log = self.logs.get_or_create(topic, index)
+        overrides = {field: int(value) for name, field in FLUSH_TOPIC_CONFIGS.items()
+                     if (value := (await self._topic_config(topic)).get(name)) is not None}
+        if overrides:
+            partition_log.config = replace(partition_log.config, **overrides)
         hw = self._checkpointed_hw.get((topic, index), 0)
         partition = Partition(
             topic, index, partition_log, self.broker_id, hw, self._write_isr, min_isr,

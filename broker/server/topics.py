@@ -36,6 +36,8 @@ TOPIC_CONFIGS = {
     "retention.bytes",
     "segment.bytes",
     "cleanup.policy",
+    "flush.messages",
+    "flush.ms",
 }
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import threading
 import time
 from bisect import bisect_right
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -54,7 +55,8 @@ class LogConfig:
     index_interval_bytes: int = 4096
     retention_bytes: int = -1
     retention_ms: int = 7 * 24 * 3600 * 1000
-    flush_messages: int | None = None
+    flush_messages: int | None = None  # flush.messages: fsync after this many; None: never
+    flush_ms: int | None = None  # flush.ms: fsync when the last flush is this old; None: never
 
     def __post_init__(self) -> None:
         if not 14 <= self.segment_bytes <= (1 << 31) - 1:
@@ -64,6 +66,8 @@ class LogConfig:
                 f"log.index.interval.bytes must be >= 0: {self.index_interval_bytes}")
         if self.flush_messages is not None and self.flush_messages < 1:
             raise ValueError(f"flush messages must be >= 1 or None: {self.flush_messages}")
+        if self.flush_ms is not None and self.flush_ms < 1:
+            raise ValueError(f"flush ms must be >= 1 or None: {self.flush_ms}")
 
 
 @dataclass(frozen=True)
@@ -106,6 +110,10 @@ class PartitionLog:
         self.producer_state = ProducerStateManager()
         self.last_snapshot_offset: int | None = None
         self._unflushed_messages = 0
+        self.last_flush_ms = time.monotonic() * 1000.0
+        # called under the log's lock whenever the recovery point moved (a flush, a roll, a
+        # truncation below it), so that it can be made durable at once (LogManager)
+        self.on_recovery_point: Callable[[PartitionLog], None] | None = None
         self._lock = threading.RLock()
 
     @classmethod
@@ -335,8 +343,7 @@ class PartitionLog:
             fsync_dir(self.directory)
             self.segments.append(segment)
             self._bases.append(segment.base_offset)
-            self.recovery_point = segment.base_offset
-            self._unflushed_messages = 0
+            self._flushed(segment.base_offset)
             return segment
 
     def assign_epoch_start_offset(self, epoch: int, start_offset: int | None = None) -> None:
@@ -415,7 +422,7 @@ class PartitionLog:
             del self._bases[keep:]
             self.active_segment.truncate_to(offset)
             self.epoch_cache.truncate_from_end(self.log_end_offset)
-            self.recovery_point = min(self.recovery_point, self.log_end_offset)
+            self._set_recovery_point(min(self.recovery_point, self.log_end_offset))
             self.first_dirty_offset = min(self.first_dirty_offset, self.log_end_offset)
             self._load_producer_state()
 
@@ -434,7 +441,7 @@ class PartitionLog:
             self._bases = [offset]
             self.epoch_cache.clear()
             self.log_start_offset = offset
-            self.recovery_point = offset
+            self._set_recovery_point(offset)
             self.first_dirty_offset = offset
 
     def delete_old_segments(self, high_watermark: int | None = None,
@@ -568,10 +575,32 @@ class PartitionLog:
             if self.producer_state.dirty:
                 self._snapshot_producers()
 
+    def flush_if_due(self, now_ms: float | None = None) -> bool:
+        """Kafka's log flusher: flush when `flush_ms` has passed since the last flush and
+        something is unflushed; True if it flushed."""
+        with self._lock:
+            now_ms = time.monotonic() * 1000.0 if now_ms is None else now_ms
+            if (self.config.flush_ms is None or self.recovery_point >= self.log_end_offset
+                    or now_ms - self.last_flush_ms < self.config.flush_ms):
+                return False
+            self.flush()
+            return True
+
     def _flush_active(self) -> None:
         self.active_segment.flush()
-        self.recovery_point = self.log_end_offset
+        self._flushed(self.log_end_offset)
+
+    def _flushed(self, offset: int) -> None:
+        """Everything below `offset` is fsynced: it is the recovery point now."""
         self._unflushed_messages = 0
+        self.last_flush_ms = time.monotonic() * 1000.0
+        self._set_recovery_point(offset)
+
+    def _set_recovery_point(self, offset: int) -> None:
+        moved = offset != self.recovery_point
+        self.recovery_point = offset
+        if moved and self.on_recovery_point is not None:
+            self.on_recovery_point(self)
 
     def close(self) -> None:
         """Flush, snapshot the producer state at the log end offset, close the files."""

@@ -1,8 +1,17 @@
-"""LogManager: every partition log under the broker's log.dirs, and the per-dir checkpoints."""
+"""LogManager: every partition log under the broker's log.dirs, and the per-dir checkpoints.
+
+A clean shutdown leaves `.kafka_cleanshutdown` in each log dir (as Kafka does); loading
+removes it. With `lose_unflushed_on_crash` (kchaos.debug.lose-unflushed-on-crash) a start
+without it is taken for a power loss: each partition log first loses what lies beyond its
+checkpointed recovery point (see power_loss.py), and, so that this is exactly what was not
+fsynced, the recovery-point checkpoint is rewritten whenever a recovery point moves (Kafka
+writes it every log.flush.offset.checkpoint.interval.ms).
+"""
 
 from __future__ import annotations
 
 import fcntl
+import logging
 import os
 import re
 import shutil
@@ -14,8 +23,10 @@ from pathlib import Path
 from .checkpoints import fsync_dir, read_offset_checkpoint, write_offset_checkpoint
 from .errors import LogDirInUseError
 from .log import LogConfig, PartitionLog
+from .power_loss import LostTail, lose_unflushed
 
 __all__ = [
+    "CLEAN_SHUTDOWN_FILE",
     "RECOVERY_POINT_CHECKPOINT",
     "REPLICATION_CHECKPOINT",
     "LogManager",
@@ -25,8 +36,10 @@ __all__ = [
 REPLICATION_CHECKPOINT = "replication-offset-checkpoint"
 RECOVERY_POINT_CHECKPOINT = "recovery-point-offset-checkpoint"
 LOCK_FILE = ".lock"
+CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
 DELETE_SUFFIX = "-delete"
 LEGAL_TOPIC = re.compile(r"[a-zA-Z0-9._-]{1,249}")
+logger = logging.getLogger("broker.storage")
 
 
 def parse_partition_dir(name: str) -> tuple[str, int] | None:
@@ -43,11 +56,16 @@ class LogManager:
     Each log dir is locked (flock on `.lock`) so that two brokers cannot share one.
     """
 
-    def __init__(self, log_dirs: list[Path], config: LogConfig) -> None:
+    def __init__(self, log_dirs: list[Path], config: LogConfig,
+                 lose_unflushed_on_crash: bool = False) -> None:
         if not log_dirs:
             raise ValueError("at least one log dir is needed")
         self.log_dirs = [Path(d) for d in log_dirs]
         self.config = config
+        self.lose_unflushed_on_crash = lose_unflushed_on_crash
+        # what the simulated power loss of the last load took, per partition
+        self.lost_tails: list[tuple[tuple[str, int], LostTail]] = []
+        self._checkpoint_lock = threading.Lock()  # taken last: never while taking a log's
         self.logs: dict[tuple[str, int], PartitionLog] = {}
         self._dir_of: dict[tuple[str, int], Path] = {}
         self._lock = threading.RLock()
@@ -58,9 +76,12 @@ class LogManager:
 
     def load(self) -> None:
         """Open every partition directory, recovering each from its checkpointed recovery
-        point; finish deletions interrupted by a crash."""
+        point; finish deletions interrupted by a crash. After an unclean shutdown with
+        `lose_unflushed_on_crash`, cut each log back to that recovery point first."""
         with self._lock:
             for directory in self.log_dirs:
+                marker = directory / CLEAN_SHUTDOWN_FILE
+                power_loss = self.lose_unflushed_on_crash and not marker.exists()
                 points = read_offset_checkpoint(directory / RECOVERY_POINT_CHECKPOINT)
                 for child in sorted(directory.iterdir()):
                     if not child.is_dir():
@@ -71,8 +92,40 @@ class LogManager:
                     key = parse_partition_dir(child.name)
                     if key is None or key in self.logs:
                         continue
-                    self.logs[key] = PartitionLog.open(child, self.config, points.get(key, 0))
+                    if power_loss:
+                        self._lose_unflushed(key, child, points.get(key, 0))
+                    self.logs[key] = self._watch(
+                        PartitionLog.open(child, self.config, points.get(key, 0)))
                     self._dir_of[key] = directory
+            for directory in self.log_dirs:
+                (directory / CLEAN_SHUTDOWN_FILE).unlink(missing_ok=True)
+                fsync_dir(directory)
+
+    def _lose_unflushed(self, key: tuple[str, int], directory: Path,
+                        recovery_point: int) -> None:
+        tail = lose_unflushed(directory, recovery_point)
+        if tail is None:
+            return
+        logger.warning("%s-%d: simulated power loss (kchaos.debug.lose-unflushed-on-crash): "
+                       "log cut from offset %d to its recovery point %d, %d bytes lost",
+                       *key, tail.from_offset, tail.to_offset, tail.bytes)
+        self.lost_tails.append((key, tail))
+
+    def _watch(self, log: PartitionLog) -> PartitionLog:
+        """With lose_unflushed_on_crash: checkpoint the recovery points at every move."""
+        if self.lose_unflushed_on_crash:
+            log.on_recovery_point = self._recovery_point_moved
+        return log
+
+    def _recovery_point_moved(self, log: PartitionLog) -> None:
+        directory = log.directory.parent
+        with self._checkpoint_lock:
+            entries = {key: other.recovery_point for key, other in list(self.logs.items())
+                       if self._dir_of.get(key) == directory}
+            key = parse_partition_dir(log.directory.name)
+            if key is not None:
+                entries[key] = log.recovery_point
+            write_offset_checkpoint(directory / RECOVERY_POINT_CHECKPOINT, entries)
 
     def get(self, topic: str, partition: int) -> PartitionLog | None:
         return self.logs.get((topic, partition))
@@ -90,7 +143,8 @@ class LogManager:
                 for directory in self._dir_of.values():
                     counts[directory] += 1
                 directory = min(self.log_dirs, key=lambda d: counts[d])
-                log = PartitionLog.open(directory / f"{topic}-{partition}", self.config)
+                log = self._watch(PartitionLog.open(directory / f"{topic}-{partition}",
+                                                    self.config))
                 fsync_dir(directory)
                 self.logs[key] = log
                 self._dir_of[key] = directory
@@ -138,8 +192,9 @@ class LogManager:
             per_dir: dict[Path, dict[tuple[str, int], int]] = {d: {} for d in self.log_dirs}
             for key, log in self.logs.items():
                 per_dir[self._dir_of[key]][key] = log.recovery_point
-            for directory, entries in per_dir.items():
-                write_offset_checkpoint(directory / RECOVERY_POINT_CHECKPOINT, entries)
+            with self._checkpoint_lock:
+                for directory, entries in per_dir.items():
+                    write_offset_checkpoint(directory / RECOVERY_POINT_CHECKPOINT, entries)
             for log in self.logs.values():
                 log.delete_snapshots_before_recovery_point()
 
@@ -158,16 +213,29 @@ class LogManager:
                        for key, log in list(self.logs.items()) if key not in exclude)
 
     def close(self) -> None:
-        """Flush every log, checkpoint the recovery points, close, release the dir locks."""
+        """Flush every log, checkpoint the recovery points, mark the shutdown clean, close,
+        release the dir locks."""
         with self._lock:
             for log in self.logs.values():
+                log.on_recovery_point = None
                 log.close()
             self.checkpoint_recovery_points()
+            for directory in self.log_dirs:
+                _write_marker(directory / CLEAN_SHUTDOWN_FILE)
             self.logs.clear()
             self._dir_of.clear()
             for fd in self._lock_fds:
                 os.close(fd)
             self._lock_fds.clear()
+
+
+def _write_marker(path: Path) -> None:
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    fsync_dir(path.parent)
 
 
 def _lock_dir(directory: Path) -> int:
