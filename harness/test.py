@@ -30,7 +30,7 @@ from harness.db.part import DB, DBContext
 from harness.db.registry import DBS
 from harness.scenarios import SCENARIOS
 from nemesis.consumers import DEFAULT_SESSION_TIMEOUT
-from nemesis.package import Package, Schedule, package
+from nemesis.package import Package, Schedule, check_applicable, package
 from workloads.part import Workload, WorkloadContext, WorkloadKind
 from workloads.registry import WORKLOADS
 
@@ -95,12 +95,14 @@ def build_test(config: TestConfig) -> Test:
         db = DBS[run.db].build(config.db, DBContext(run.nodes, config.backend))
         checker = composed(checker_names(run.checker) if run.checker
                            else kind.checkers_for(config.workload))
+        nemesis = _nemesis(config, seed)
+        check_applicable(nemesis.faults, run.db, getattr(config.db, "broker_config", {}))
     except ValueError as error:
         raise ConfigError(str(error)) from error
     return Test(
         name=run.name or run.workload, seed=seed, time_limit=run.time_limit, store=Path(run.store),
         nodes=run.nodes, db=db, workload=WorkloadPart(run.workload, kind, config.workload),
-        nemesis=_nemesis(config, seed), checker=checker,
+        nemesis=nemesis, checker=checker,
         recovery_seconds=run.recovery_seconds, final_read_seconds=run.final_read_seconds,
         spark_master=run.spark_master, scenario=run.scenario,
         config=_with_seed(config.to_json(), seed))

@@ -11,6 +11,12 @@ start and stop fs). Nemesis ops are `{"type": "info", "process": "nemesis", "f",
 Consumer-group faults (`kill-coordinator`, `isolate-coordinator`, `pause-consumers`,
 `add-partitions`) act on the run's consumers, which the harness hands over once the
 workload is built: `package.consumers.attach(workload)` (see `nemesis.consumers`).
+
+Targeted faults (`nemesis.targeted`: `shrink-isr-kill-leader`, `shrink-isr-isolate-leader`,
+`kill-new-leader`) wait inside their op for the cluster to react. A fault may need something
+of the system under test (`Fault.requires`: `crash-lose-unflushed` needs our broker with
+kchaos.debug.lose-unflushed-on-crash=true); `check_applicable` refuses it otherwise, and the
+`all` group leaves such faults out.
 """
 
 from __future__ import annotations
@@ -28,6 +34,7 @@ from nemesis.consumers import (
     PauseConsumersNemesis,
 )
 from nemesis.partition import Firewall, PacketLossNemesis, PartitionNemesis
+from nemesis.power_loss import CrashLoseUnflushedNemesis
 from nemesis.process import (
     ExpireSessionNemesis,
     KillNemesis,
@@ -35,6 +42,7 @@ from nemesis.process import (
     PauseZooKeeperNemesis,
     RestartNemesis,
 )
+from nemesis.targeted import TargetedNemesis
 from nemesis.targets import ClusterControl
 
 __all__ = [
@@ -47,7 +55,9 @@ __all__ = [
     "Nemesis",
     "NemesisOptions",
     "Package",
+    "Requirement",
     "Schedule",
+    "check_applicable",
     "compose",
     "expand",
     "noop",
@@ -67,13 +77,34 @@ class Nemesis(Protocol):
 
 
 @dataclass(frozen=True)
+class Requirement:
+    """What a fault needs of the system under test: one of `dbs` (`unsupported`: db -> why
+    not), with these broker properties set."""
+
+    dbs: tuple[str, ...]
+    broker_config: Mapping[str, str]
+    unsupported: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
 class Fault:
-    """A named fault: which nemesis kind does it, the op that starts it, the f that ends it."""
+    """A named fault: which nemesis kind does it, the op that starts it, the f that ends it,
+    and what it needs of the system under test (None: nothing)."""
 
     kind: str
     start: str
     values: tuple[Any, ...]
     stop: str | None = None
+    requires: Requirement | None = None
+
+
+POWER_LOSS = Requirement(
+    dbs=("kchaos",),
+    broker_config={"kchaos.debug.lose-unflushed-on-crash": "true"},
+    unsupported={"kafka": "Apache Kafka has no property that drops its unflushed log tail "
+                          "on a crash (kchaos.debug.lose-unflushed-on-crash is our broker's "
+                          "fault injection); a real power loss needs machines to switch off "
+                          "(VMs)"})
 
 
 _PARTITION = {"partition-one": "one", "partition-halves": "halves", "partition-ring": "ring",
@@ -98,11 +129,37 @@ FAULTS: dict[str, Fault] = {
     "pause-consumers": Fault("pause-consumers", "start-pause-consumers", ("one", "some"),
                              "stop-pause-consumers"),
     "add-partitions": Fault("add-partitions", "add-partitions", (1, 2)),
+    "shrink-isr-kill-leader": Fault("targeted", "shrink-isr", ("kill",), "heal-targeted"),
+    "shrink-isr-isolate-leader": Fault("targeted", "shrink-isr", ("isolate",),
+                                       "heal-targeted"),
+    "kill-new-leader": Fault("targeted", "kill-new-leader", ("leader",), "heal-targeted"),
+    "crash-lose-unflushed": Fault("crash-lose-unflushed", "crash-lose-unflushed",
+                                  ("one", "leader", "replicas"), "power-on", POWER_LOSS),
 }
 GROUPS: dict[str, tuple[str, ...]] = {
     "partition": tuple(_PARTITION),
-    "all": tuple(FAULTS),
+    "targeted": ("shrink-isr-kill-leader", "shrink-isr-isolate-leader", "kill-new-leader"),
+    "all": tuple(name for name, fault in FAULTS.items() if fault.requires is None),
 }
+
+
+def check_applicable(names: Iterable[str], db: str, broker_config: Mapping[str, str]) -> None:
+    """ValueError saying what to change when a fault of `names` (expanded) cannot run on `db`
+    with `broker_config`."""
+    for name in names:
+        needs = FAULTS[name].requires
+        if needs is None:
+            continue
+        if db not in needs.dbs:
+            why = needs.unsupported.get(db, f"it runs only on --db {' or '.join(needs.dbs)}")
+            raise ValueError(f"nemesis {name} does not apply to --db {db}: {why}")
+        for key, value in needs.broker_config.items():
+            if str(broker_config.get(key, "")).lower() != value:
+                raise ValueError(
+                    f"nemesis {name} needs brokers that lose their unflushed data when "
+                    f"killed: add --broker-config {key}={value}"
+                    if key == "kchaos.debug.lose-unflushed-on-crash" else
+                    f"nemesis {name} needs --broker-config {key}={value}")
 
 
 def expand(names: str | Iterable[str]) -> list[str]:
@@ -252,6 +309,8 @@ KINDS: dict[str, Callable[[Firewall, random.Random, Consumers], Nemesis]] = {
     "expire-session": lambda firewall, rng, consumers: ExpireSessionNemesis(firewall, rng),
     "pause-consumers": lambda firewall, rng, consumers: PauseConsumersNemesis(consumers, rng),
     "add-partitions": lambda firewall, rng, consumers: AddPartitionsNemesis(consumers),
+    "targeted": lambda firewall, rng, consumers: TargetedNemesis(firewall, rng),
+    "crash-lose-unflushed": lambda firewall, rng, consumers: CrashLoseUnflushedNemesis(rng),
 }
 
 

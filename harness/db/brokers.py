@@ -178,6 +178,11 @@ class BrokerSet(ServiceProcesses):
     def session_timeout(self) -> float:
         return int(self.overrides.get("zookeeper.session.timeout.ms", 6000)) / 1000.0
 
+    @property
+    def replica_lag_time(self) -> float:
+        """replica.lag.time.max.ms in seconds (the chaos default, 10 s, unless overridden)."""
+        return int(self.overrides.get("replica.lag.time.max.ms", 10000)) / 1000.0
+
     def log_files(self, node: str) -> list[str]:
         """The node's broker logs, its stdout and stderr (`broker.log`) first."""
         return self.launcher.log_files(self.directory(node))

@@ -250,6 +250,10 @@ class Cluster:
         return self.broker_set.session_timeout
 
     @property
+    def replica_lag_time(self) -> float:
+        return self.broker_set.replica_lag_time
+
+    @property
     def zk(self):
         """A kazoo client on the ensemble (from the controlling host, never firewalled)."""
         return self.broker_set.zk

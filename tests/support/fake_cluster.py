@@ -18,6 +18,7 @@ class FakeCluster:
         self.brokers = tuple(NODES)
         self.zookeepers = ("z1",)
         self.session_timeout = 1.0
+        self.replica_lag_time = 1.0
         self.pids = {n: self.remote.spawn(n, ["broker"], "log").pid for n in NODES}
         self.zk_pid = self.remote.spawn("z1", ["zk"], "log").pid
         self.zk = FakeZk()

@@ -1,0 +1,177 @@
+"""Targeted faults: the sequences that random faults rarely hit, each one op that waits for
+the cluster to react (through ZooKeeper, as nemeses see it) and says what it saw.
+
+- `shrink-isr` with value "kill" or "isolate" (or `{"then": ..., "topic": t, "partition":
+  p}`): cut a partition's leader off from its followers (not from ZooKeeper), wait until
+  its ISR in ZooKeeper is the leader alone (at most replica.lag.time.max.ms + a margin: the
+  leader acknowledges writes alone meanwhile when min.insync.replicas=1), then kill -9 the
+  leader, or isolate it from every node, ZooKeeper included; then wait (at most two
+  session timeouts + a margin) for the controller to elect another leader, out of sync,
+  so an unclean election when it is enabled, or to leave the partition offline.
+  Jepsen's 2013 Kafka scenario, without the staging.
+- `kill-new-leader` with value "leader" (or `{"topic": t, "partition": p}`): kill -9 a
+  partition's leader, wait for the next election, kill the newly elected leader the
+  moment it takes over, and wait for the election after that: fast successive leader
+  changes (KIP-279).
+- `heal-targeted`: lift this nemesis's firewall layer and start the brokers it killed.
+
+Completions name the partition, the nodes acted on (`{"n1": "killed"}`, `"isolated"`,
+`"killed-new-leader"`), whether and when the ISR shrank, and each election seen
+(`elections`: new leader node or null when offline, leader epoch, ISR, seconds waited).
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from collections.abc import Callable
+from typing import Any
+
+from nemesis import grudge as grudges
+from nemesis.partition import Firewall
+from nemesis.targets import (
+    ZK_TIMEOUT,
+    ClusterControl,
+    PartitionState,
+    leader_and_followers,
+    parse_partition_state,
+)
+
+__all__ = ["ELECTION_MARGIN", "LAYER", "SHRINK_MARGIN", "TargetedNemesis"]
+
+LAYER = "targeted"
+SHRINK_MARGIN = 5.0  # seconds beyond replica.lag.time.max.ms to wait for the ISR shrink
+ELECTION_MARGIN = 5.0  # seconds beyond two session timeouts to wait for an election
+POLL = 0.1
+
+
+class TargetedNemesis:
+    fs = frozenset({"shrink-isr", "kill-new-leader", "heal-targeted"})
+
+    def __init__(self, firewall: Firewall, rng: random.Random,
+                 clock: Callable[[], float] = time.monotonic,
+                 sleep: Callable[[float], None] = time.sleep) -> None:
+        self.firewall = firewall
+        self.rng = rng
+        self.clock = clock
+        self.sleep = sleep
+        self.killed: set[str] = set()
+
+    def setup(self, cluster: ClusterControl) -> None:
+        self.firewall.clear(cluster, LAYER)
+
+    def teardown(self, cluster: ClusterControl) -> None:
+        self.firewall.clear(cluster, LAYER)
+
+    def invoke(self, cluster: ClusterControl, op: dict) -> dict:
+        if op["f"] == "heal-targeted":
+            self.firewall.clear(cluster, LAYER)
+            started = [n for n in sorted(self.killed) if cluster.start(n)]
+            self.killed.clear()
+            return {**op, "type": "info", "value": {"healed": True, "started": started}}
+        spec = op.get("value")
+        options = spec if isinstance(spec, dict) else {}
+        found = leader_and_followers(cluster, self.rng, options.get("topic"),
+                                     options.get("partition"))
+        if found is None or not cluster.running(found[1]):
+            return {**op, "type": "info", "value": "no-target"}
+        if op["f"] == "shrink-isr":
+            then = options.get("then", spec if isinstance(spec, str) else "kill")
+            if then not in ("kill", "isolate"):
+                raise ValueError(f"shrink-isr: then must be kill or isolate, got {then!r}")
+            value = self._shrink_isr(cluster, *found, then)
+        else:
+            value = self._kill_new_leader(cluster, found[0], found[1])
+        return {**op, "type": "info", "value": value}
+
+    # -- shrink the ISR to the leader, then take the leader away ---------------------------
+
+    def _shrink_isr(self, cluster: ClusterControl, state: PartitionState, leader: str,
+                    followers: list[str], then: str) -> dict[str, Any]:
+        value: dict[str, Any] = {"topic": state.topic, "partition": state.partition,
+                                 "leader": leader, "followers": followers,
+                                 "isr_before": [cluster.broker_node(b) for b in state.isr]}
+        self.firewall.set(cluster, LAYER, grudges.between([leader], followers))
+        value["cut"] = grudges.describe(grudges.between([leader], followers))
+        lag = cluster.replica_lag_time
+        started = self.clock()
+        shrunk = self._wait(cluster, state, lambda s: s.leader != state.leader
+                            or s.isr == (state.leader,), lag + SHRINK_MARGIN)
+        value["isr_shrunk"] = shrunk is not None and shrunk.isr == (state.leader,)
+        value["shrink_seconds"] = round(self.clock() - started, 3)
+        if shrunk is not None and shrunk.leader != state.leader:
+            value["leader_moved"] = cluster.broker_node(shrunk.leader) \
+                if shrunk.leader >= 0 else None
+            return value
+        if then == "kill":
+            if cluster.kill(leader):
+                self.killed.add(leader)
+                value[leader] = "killed"
+        else:
+            self.firewall.set(cluster, LAYER, grudges.isolate(leader, list(cluster.nodes)))
+            value[leader] = "isolated"
+        value["elections"] = [self._next_election(cluster, state, shrunk or state)]
+        return value
+
+    # -- kill the leader, then the leader elected after it ---------------------------------
+
+    def _kill_new_leader(self, cluster: ClusterControl, state: PartitionState,
+                         leader: str) -> dict[str, Any]:
+        value: dict[str, Any] = {"topic": state.topic, "partition": state.partition,
+                                 "leader": leader}
+        if not cluster.kill(leader):
+            return {**value, leader: "not-killed"}
+        self.killed.add(leader)
+        value[leader] = "killed"
+        first = self._next_election(cluster, state, state)
+        value["elections"] = [first]
+        new = first["leader"]
+        if new not in cluster.brokers or new == leader or not cluster.kill(new):
+            return value
+        self.killed.add(new)
+        value[new] = "killed-new-leader"
+        after = PartitionState(state.topic, state.partition,
+                               cluster.broker_id(new), first["leader_epoch"], (), ())
+        value["elections"].append(self._next_election(cluster, state, after))
+        return value
+
+    # -- waiting on ZooKeeper ---------------------------------------------------------------
+
+    def _next_election(self, cluster: ClusterControl, state: PartitionState,
+                       since: PartitionState) -> dict[str, Any]:
+        """The first leader change after `since` (a leader epoch above its own): the new
+        leader's node (None: offline), epoch, ISR and the seconds it took; "timed-out" when
+        none came within two session timeouts and a margin."""
+        started = self.clock()
+        bound = 2 * cluster.session_timeout + ELECTION_MARGIN
+        found = self._wait(cluster, state, lambda s: s.leader_epoch > since.leader_epoch
+                           and s.leader != since.leader, bound)
+        seconds = round(self.clock() - started, 3)
+        if found is None:
+            return {"leader": "timed-out", "seconds": seconds}
+        return {"leader": cluster.broker_node(found.leader) if found.leader >= 0 else None,
+                "leader_epoch": found.leader_epoch,
+                "isr": [cluster.broker_node(b) for b in found.isr if b >= 0],
+                "seconds": seconds}
+
+    def _wait(self, cluster: ClusterControl, state: PartitionState,
+              done: Callable[[PartitionState], bool], bound: float) -> PartitionState | None:
+        """Poll the partition's state until `done`, at most `bound` seconds; None if not."""
+        deadline = self.clock() + bound
+        while True:
+            current = _partition_state(cluster, state)
+            if current is not None and done(current):
+                return current
+            if self.clock() >= deadline:
+                return None
+            self.sleep(POLL)
+
+
+def _partition_state(cluster: ClusterControl, state: PartitionState) -> PartitionState | None:
+    """The partition's state znode now; None when ZooKeeper does not answer."""
+    path = f"/brokers/topics/{state.topic}/partitions/{state.partition}/state"
+    try:
+        data, _ = cluster.zk.get_async(path).get(timeout=ZK_TIMEOUT)
+    except Exception:  # kazoo raises timeouts, connection losses and NoNode of several kinds
+        return None
+    return parse_partition_state(state.topic, state.partition, data, state.replicas)

@@ -1,0 +1,180 @@
+"""Targeted faults (shrink the ISR then kill or isolate the leader; kill the new leader) and
+the power-loss crash, on a fake cluster whose ZooKeeper reacts as a controller would."""
+
+from __future__ import annotations
+
+import json
+import random
+
+import pytest
+
+from nemesis.package import FAULTS, GROUPS, check_applicable, expand, package
+from nemesis.partition import Firewall
+from nemesis.power_loss import CrashLoseUnflushedNemesis
+from nemesis.targeted import TargetedNemesis
+from tests.support.fake_cluster import FakeCluster, FakeResult
+
+STATE = "/brokers/topics/t/partitions/0/state"
+KNOB = {"kchaos.debug.lose-unflushed-on-crash": "true"}
+
+
+class ReactiveZk:
+    """t-0 (replicas 4, 5, 1; leader 4): the ISR shrinks to the leader once it is cut off
+    from its followers; when the leader is dead or cut off from ZooKeeper, the first live
+    replica reachable from ZooKeeper leads at the next epoch (unclean: ISR = itself)."""
+
+    def __init__(self, cluster: FakeCluster, shrinks: bool = True) -> None:
+        self.cluster = cluster
+        self.shrinks = shrinks
+        self.state = {"controller_epoch": 7, "leader": 4, "version": 1, "leader_epoch": 3,
+                      "isr": [4, 5, 1]}
+        self.znodes = {"/brokers/topics/t": b'{"version":2,"partitions":{"0":[4,5,1]}}',
+                       "/brokers/topics": b"", "/brokers/topics/t/partitions": b"",
+                       "/brokers/topics/t/partitions/0": b""}
+
+    def _alive(self, broker: int) -> bool:
+        node = self.cluster.broker_node(broker)
+        return self.cluster.running(node) and "z1" not in self.cluster.remote.drops.get(node, ())
+
+    def _react(self) -> None:
+        leader = self.state["leader"]
+        node = self.cluster.broker_node(leader) if leader > 0 else None
+        drops = self.cluster.remote.drops.get(node, frozenset()) if node else frozenset()
+        if node and not self._alive(leader):
+            live = [b for b in (4, 5, 1) if b != leader and self._alive(b)]
+            new = live[0] if live else -1
+            self.state.update(leader=new, leader_epoch=self.state["leader_epoch"] + 1,
+                              isr=[new] if live else [leader])
+        elif self.shrinks and node and {"n5", "n1"} <= drops:
+            self.state["isr"] = [leader]
+
+    def get_async(self, path):
+        if path == STATE:
+            self._react()
+            return FakeResult((json.dumps(self.state).encode(), None))
+        return FakeResult((self.znodes[path], None))
+
+    def exists_async(self, path):
+        return FakeResult(object() if path in self.znodes or path == STATE else None)
+
+    def get_children_async(self, path):
+        prefix = path.rstrip("/") + "/"
+        names = {p[len(prefix):].split("/")[0] for p in [*self.znodes, STATE]
+                 if p.startswith(prefix)}
+        return FakeResult(sorted(names))
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+    def sleep(self, seconds: float) -> None:
+        self.now += seconds
+
+
+def setup(shrinks: bool = True) -> tuple[FakeCluster, TargetedNemesis, Clock]:
+    cluster = FakeCluster()
+    cluster.zk = ReactiveZk(cluster, shrinks)
+    clock = Clock()
+    return cluster, TargetedNemesis(Firewall(), random.Random(1), clock, clock.sleep), clock
+
+
+def test_shrink_isr_then_kill_the_leader_forces_an_election_of_an_out_of_sync_follower():
+    cluster, nemesis, _ = setup()
+    done = nemesis.invoke(cluster, {"type": "info", "process": "nemesis", "f": "shrink-isr",
+                                    "value": "kill"})
+    value = done["value"]
+    assert done["type"] == "info"
+    assert (value["topic"], value["partition"], value["leader"]) == ("t", 0, "n4")
+    assert value["followers"] == ["n5", "n1"] and value["isr_before"] == ["n4", "n5", "n1"]
+    assert value["isr_shrunk"] and value["n4"] == "killed"
+    assert value["elections"][0]["leader"] == "n5" and value["elections"][0]["leader_epoch"] == 4
+    assert not cluster.running("n4")
+    assert cluster.remote.drops["n5"] == {"n4"}, "followers stay cut off until healed"
+    healed = nemesis.invoke(cluster, {"f": "heal-targeted"})
+    assert healed["value"] == {"healed": True, "started": ["n4"]}
+    assert cluster.running("n4") and not any(cluster.remote.drops.values())
+
+
+def test_shrink_isr_then_isolate_the_leader_from_everyone_zookeeper_included():
+    cluster, nemesis, _ = setup()
+    value = nemesis.invoke(cluster, {"f": "shrink-isr", "value": {"then": "isolate",
+                                                                  "topic": "t"}})["value"]
+    assert value["n4"] == "isolated" and cluster.running("n4")
+    assert cluster.remote.drops["n4"] == {"n1", "n2", "n3", "n5", "z1"}
+    assert value["elections"][0]["leader"] == "n5"
+    assert nemesis.invoke(cluster, {"f": "heal-targeted"})["value"]["started"] == []
+    assert not any(cluster.remote.drops.values())
+
+
+def test_an_isr_that_does_not_shrink_is_waited_for_a_bounded_time_and_said():
+    cluster, nemesis, clock = setup(shrinks=False)
+    value = nemesis.invoke(cluster, {"f": "shrink-isr", "value": "kill"})["value"]
+    assert not value["isr_shrunk"]
+    assert value["shrink_seconds"] == pytest.approx(cluster.replica_lag_time + 5.0, abs=0.2)
+    assert value["n4"] == "killed" and value["elections"][0]["leader"] == "n5"
+
+
+def test_kill_new_leader_kills_the_leader_then_its_successor():
+    cluster, nemesis, _ = setup()
+    value = nemesis.invoke(cluster, {"f": "kill-new-leader", "value": "leader"})["value"]
+    assert value["n4"] == "killed" and value["n5"] == "killed-new-leader"
+    assert [e["leader"] for e in value["elections"]] == ["n5", "n1"]
+    assert [e["leader_epoch"] for e in value["elections"]] == [4, 5]
+    assert nemesis.invoke(cluster, {"f": "heal-targeted"})["value"]["started"] == ["n4", "n5"]
+
+
+def test_an_election_that_never_comes_times_out():
+    cluster, nemesis, clock = setup()
+    cluster.zk._react = lambda: None  # no controller
+    value = nemesis.invoke(cluster, {"f": "kill-new-leader", "value": "leader"})["value"]
+    assert value["elections"] == [{"leader": "timed-out", "seconds": pytest.approx(
+        2 * cluster.session_timeout + 5.0, abs=0.2)}]
+    assert "n5" not in value
+
+
+def test_no_partition_means_no_target():
+    cluster, nemesis, _ = setup()
+    cluster.zk.znodes = {}
+    assert nemesis.invoke(cluster, {"f": "kill-new-leader", "value": "leader"}
+                          )["value"] == "no-target"
+
+
+def test_crash_lose_unflushed_takes_every_replica_of_a_partition_at_once():
+    cluster = FakeCluster()
+    crash = CrashLoseUnflushedNemesis(random.Random(0))
+    value = crash.invoke(cluster, {"f": "crash-lose-unflushed", "value": "replicas"})["value"]
+    assert value == {"topic": "t", "partition": 0, "n4": "crashed", "n5": "crashed",
+                     "n1": "crashed"}
+    assert crash.invoke(cluster, {"f": "crash-lose-unflushed", "value": "leader"}
+                        )["value"] == "no-target"
+    assert crash.invoke(cluster, {"f": "power-on"})["value"] == {
+        "n1": "started", "n4": "started", "n5": "started"}
+    assert crash.invoke(cluster, {"f": "power-on"})["value"] == "not-started"
+
+
+def test_faults_groups_and_what_they_need():
+    assert expand("targeted") == ["shrink-isr-kill-leader", "shrink-isr-isolate-leader",
+                                  "kill-new-leader"]
+    assert "crash-lose-unflushed" not in GROUPS["all"], "all must run without the knob"
+    assert set(GROUPS["targeted"]) <= set(GROUPS["all"])
+    assert FAULTS["crash-lose-unflushed"].stop == "power-on"
+    check_applicable(["kill", "crash-lose-unflushed"], "kchaos", KNOB)
+    check_applicable(["shrink-isr-kill-leader", "kill-new-leader"], "kafka", {})
+    with pytest.raises(ValueError, match="add --broker-config "
+                                         "kchaos.debug.lose-unflushed-on-crash=true"):
+        check_applicable(["crash-lose-unflushed"], "kchaos", {})
+    with pytest.raises(ValueError, match="does not apply to --db kafka: Apache Kafka has no"):
+        check_applicable(["crash-lose-unflushed"], "kafka", KNOB)
+
+
+def test_package_stops_targeted_faults_with_one_heal():
+    pkg = package("targeted,crash-lose-unflushed", seed=3, time_limit=120, interval=5)
+    assert [op["f"] for op in pkg.final_generator] == ["heal-targeted", "power-on", "heal"]
+    starts = {op["f"] for op in pkg.generator}
+    assert starts <= {"shrink-isr", "kill-new-leader", "crash-lose-unflushed",
+                      "heal-targeted", "power-on"}
+    assert {"shrink-isr", "kill-new-leader"} <= starts
