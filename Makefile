@@ -4,7 +4,7 @@ PY := $(VENV)/bin/python
 export PYSPARK_PYTHON := $(abspath $(PY))
 export SPARK_LOCAL_IP := 127.0.0.1
 
-.PHONY: bootstrap run test test-docker test-groups-kafka test-txn-kafka lint bench
+.PHONY: bootstrap run test test-docker test-groups-kafka test-txn-kafka lint bench nightly-smoke
 
 bootstrap:
 	@bash scripts/bootstrap.sh
@@ -31,3 +31,6 @@ lint: bootstrap
 bench: bootstrap
 	$(PY) bench/linearizability.py
 	$(PY) bench/lin_vs_porcupine.py
+
+nightly-smoke: bootstrap
+	$(VENV)/bin/kchaos nightly --suite smoke

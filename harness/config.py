@@ -52,6 +52,9 @@ class RunOptions:
     store: str = field(default="store", metadata={"help": "store folder", "metavar": "DIR"})
     spark_master: str = field(default="local[*]", metadata={
         "help": "Spark master for the checkers", "metavar": "URL"})
+    no_check: bool = field(default=False, metadata={
+        "help": "end the run once its history and node logs are stored: no check, no report "
+                "(`kchaos check` or `kchaos nightly` checks it later)"})
 
     def __post_init__(self) -> None:
         if not 1 <= self.nodes <= 99:

@@ -69,6 +69,7 @@ class Test:
     spark_master: str = "local[*]"
     scenario: str | None = None
     config: dict[str, Any] = field(default_factory=dict)
+    check: bool = True  # False: the run ends once the history and node logs are stored
 
     @property
     def checkers(self) -> tuple[str, ...]:
@@ -105,7 +106,7 @@ def build_test(config: TestConfig) -> Test:
         nemesis=nemesis, checker=checker,
         recovery_seconds=run.recovery_seconds, final_read_seconds=run.final_read_seconds,
         spark_master=run.spark_master, scenario=run.scenario,
-        config=_with_seed(config.to_json(), seed))
+        config=_with_seed(config.to_json(), seed), check=not run.no_check)
 
 
 def _with_seed(sections: dict[str, Any], seed: int) -> dict[str, Any]:

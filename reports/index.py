@@ -2,7 +2,9 @@
 
 A run is a folder `store/<test-name>/<YYYYMMDDTHHMMSS>/`; the `latest`
 symlinks are not runs. Each row names the test, the run time, the verdict,
-the anomaly counts of every checker and links to the report and the folder.
+the anomaly counts of every checker and links to the report and the folder. With
+nights of `kchaos nightly` in `store/nightly/`, a "Nightly trends" section comes first
+(`reports.trends`: per cell across nights, with plots).
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from typing import Any
 from reports.html import element, join, link, render, table, trusted
 from reports.layout import INDEX_FILE, REPORT_FILE, RESULTS_FILE, TIMELINE_FILE, run_started
 from reports.run import verdict_of
+from reports.trends import trends_section
 
 __all__ = ["IndexRow", "index_rows", "write_index"]
 
@@ -93,8 +96,9 @@ def write_index(store: str | Path) -> Path:
     page = render("index.html", {
         "style": trusted("style.css"),
         "summary": summary,
-        "rows": table(["test", "time", "verdict", "anomalies", "links"], body) if body else
-        element("p", "No runs in this store yet.", class_="muted"),
+        "rows": join([trends_section(store),
+                      table(["test", "time", "verdict", "anomalies", "links"], body) if body else
+                      element("p", "No runs in this store yet.", class_="muted")]),
         "written": datetime.now().strftime("%Y-%m-%d %H:%M:%S"),
     })
     path = store / INDEX_FILE

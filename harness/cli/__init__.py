@@ -7,6 +7,7 @@
     report     kchaos report
     serve      kchaos serve
     history    kchaos history export
+    nightly    kchaos nightly (a night of runs from a plan)
 
 A command's module is imported only when that command runs (`kchaos check-lin
 --local` must not pay for Spark, Kafka clients or plotting); `kchaos --help`,
@@ -35,6 +36,7 @@ COMMANDS = {
     "report": "report",
     "serve": "serve",
     "history": "history",
+    "nightly": "nightly",
 }
 
 

@@ -1,0 +1,406 @@
+"""A nightly plan: a TOML file naming the runs of a night and what each cell must show.
+
+    name = "nightly"              # the plan's name (resume finds the latest night of it)
+    budget = 480                  # minutes for the runs; runs not started in time are skipped
+    seeds = [1, 2, 3]             # or a count: seeds = 3 means 1, 2, 3
+    parallel = 1                  # runs at once (the command line's --parallel wins)
+
+    [defaults]                    # `kchaos run` options of every run (TOML keys of --config)
+    time_limit = 60
+    nodes = 3
+
+    [matrix]                      # a cross product: dbs x workloads x nemeses x configurations
+    dbs = ["kchaos", "kafka"]
+    workloads = ["queue"]
+    nemeses = ["partition", "kill-leader,pause"]
+    [matrix.configurations.safe]  # a named option set; may carry `expect`
+    acks = "all"
+    [matrix.configurations.unclean]
+    broker_config = {"unclean.leader.election.enable" = true, "min.insync.replicas" = 1}
+    expect = {anomalies = ["lost-write"], attributed_to = "unclean-election", found_in = 2}
+
+    [[cell]]                      # an explicit cell, for suites that are not a cross product
+    name = "unclean-2013"
+    dbs = ["kchaos"]              # default: the defaults' db, else kchaos
+    seeds = [1, 2]                # default: the plan's
+    options = {scenario = "unclean-2013"}
+    expect = {anomalies = ["lost-write"], attributed_to = "unclean-election"}
+
+Every cell is one db and one option set; its name is stable and readable, because it is
+the runs' test name (their store folder), the junit classname and the key of the store
+index's trends: `<configuration>.<workload>.<nemesis>.<db>` for a matrix cell (a
+nemesis list's commas become `+`; without `nemeses` the nemesis part is `default`,
+without `configurations` the configuration is `default`) and `<name>.<db>` for an
+explicit cell. A run's options are the defaults, then the configuration's (or the
+cell's) options, tables such as `broker_config` merged key by key; the night sets
+`name`, `seed`, `store` and `no_check` itself, so a plan may not. Each cell's options
+are validated as `kchaos run --config` validates them, before anything starts; as there,
+a `scenario`'s own settings (its time limit, keys, nemesis) win over the plan's.
+
+Expectations (`harness.nightly.verdicts` evaluates them): `expect = "valid"` (the
+default) or a table `{anomalies = [...], attributed_to = "...", found_in = N, within = S}`.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import tempfile
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from harness.config import ConfigError, all_options, load_config
+
+__all__ = ["Cell", "Expectation", "Plan", "PlanError", "load_plan", "parse_plan", "suite_path",
+           "suites", "toml_text"]
+
+SUITES = Path(__file__).parent / "suites"
+NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.+-]*\Z")
+SET_BY_NIGHT = ("name", "seed", "store", "no_check", "config")
+TOP_KEYS = ("name", "description", "budget", "seeds", "parallel", "defaults", "matrix", "cell")
+MATRIX_KEYS = ("dbs", "workloads", "nemeses", "configurations")
+CELL_KEYS = ("name", "description", "dbs", "seeds", "options", "expect")
+EXPECT_KEYS = ("anomalies", "attributed_to", "found_in", "within")
+DEFAULT = "default"
+
+
+class PlanError(ConfigError):
+    """A plan that cannot be used; the message names the file, the key and what to do."""
+
+
+@dataclass(frozen=True)
+class Expectation:
+    """What a cell must show. No anomalies and no attribution: every run valid. Otherwise a
+    detection: every type in `anomalies` found (allowed or not) and, with `attributed_to`
+    X, a checker reporting `X-loss` or `X`, in at least `found_in` of the cell's seeds
+    (None: every seed), and with `within`, the first expected anomaly at most that many
+    seconds into the test."""
+
+    anomalies: tuple[str, ...] = ()
+    attributed_to: str | None = None
+    found_in: int | None = None
+    within: float | None = None
+
+    @property
+    def valid(self) -> bool:
+        return not self.anomalies and self.attributed_to is None
+
+    def describe(self) -> str:
+        if self.valid:
+            return "valid in every seed"
+        what = " and ".join(self.anomalies) or "an anomaly"
+        text = f"finds {what}"
+        if self.attributed_to:
+            text += f" attributed to {self.attributed_to}"
+        if self.within is not None:
+            text += f" within {self.within:g} s"
+        return text + (f" in at least {self.found_in} seeds" if self.found_in is not None
+                       else " in every seed")
+
+    def to_json(self) -> Any:
+        if self.valid:
+            return "valid"
+        body: dict[str, Any] = {"anomalies": list(self.anomalies)}
+        for key in ("attributed_to", "found_in", "within"):
+            if getattr(self, key) is not None:
+                body[key] = getattr(self, key)
+        return body
+
+
+@dataclass(frozen=True)
+class Cell:
+    """One db and one option set, run once per seed."""
+
+    name: str
+    label: str
+    db: str
+    configuration: str
+    options: dict[str, Any]
+    seeds: tuple[int, ...]
+    expect: Expectation = field(default_factory=Expectation)
+    time_limit: float = 60.0
+    nodes: int = 5
+    zookeepers: int = 0
+
+    def run_options(self, seed: int, store: Path) -> dict[str, Any]:
+        """The `kchaos run` options of this cell's run with `seed` in the night `store`."""
+        return {**self.options, "db": self.db, "name": self.name, "seed": seed,
+                "store": str(store), "no_check": True}
+
+    def needed(self) -> int:
+        """In how many seeds a detection must be found (every seed for a valid cell)."""
+        return len(self.seeds) if self.expect.found_in is None else self.expect.found_in
+
+    def to_json(self) -> dict[str, Any]:
+        return {"name": self.name, "label": self.label, "db": self.db,
+                "configuration": self.configuration, "options": self.options,
+                "seeds": list(self.seeds), "expect": self.expect.to_json(),
+                "time_limit": self.time_limit, "nodes": self.nodes,
+                "zookeepers": self.zookeepers}
+
+
+@dataclass(frozen=True)
+class Plan:
+    name: str
+    source: str
+    cells: tuple[Cell, ...]
+    budget_minutes: float | None = None
+    parallel: int = 1
+    description: str = ""
+
+    def runs(self) -> list[tuple[Cell, int]]:
+        """Every (cell, seed), seed by seed: each cell's first seed runs before any cell's
+        second, so a budget cut leaves every cell with its earlier seeds."""
+        most = max((len(cell.seeds) for cell in self.cells), default=0)
+        return [(cell, cell.seeds[i]) for i in range(most) for cell in self.cells
+                if i < len(cell.seeds)]
+
+
+def suites() -> list[str]:
+    """The names of the plans shipped in the package (`--suite NAME`)."""
+    return sorted(path.stem for path in SUITES.glob("*.toml"))
+
+
+def suite_path(name: str) -> Path:
+    path = SUITES / f"{name}.toml"
+    if not NAME.match(name) or not path.is_file():
+        raise PlanError(f"--suite {name}: no such suite; shipped suites: "
+                        f"{', '.join(suites()) or 'none'}")
+    return path
+
+
+def load_plan(path: Path) -> Plan:
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except OSError as error:
+        raise PlanError(f"{path}: cannot read the plan: {error.strerror}") from error
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as error:
+        raise PlanError(f"{path}: not valid TOML: {error}") from error
+    return parse_plan(data, str(path))
+
+
+def parse_plan(data: Mapping[str, Any], source: str) -> Plan:
+    """The plan a parsed TOML document describes; PlanError names `source` and the key."""
+    _known_keys(data, TOP_KEYS, source, "")
+    name = data.get("name", Path(source).stem)
+    if not isinstance(name, str) or not NAME.match(name):
+        raise PlanError(f"{source}: name must be a plain name (letters, digits, . _ + -), "
+                        f"got {name!r}")
+    budget = data.get("budget")
+    if budget is not None and (isinstance(budget, bool) or not isinstance(budget, int | float)
+                               or budget <= 0):
+        raise PlanError(f"{source}: budget must be minutes > 0, got {budget!r}")
+    parallel = data.get("parallel", 1)
+    if isinstance(parallel, bool) or not isinstance(parallel, int) or parallel < 1:
+        raise PlanError(f"{source}: parallel must be an integer >= 1, got {parallel!r}")
+    seeds = _seeds(data.get("seeds", [1]), source, "seeds")
+    defaults = _options(data.get("defaults", {}), source, "defaults")
+    cells: list[Cell] = []
+    if "matrix" in data:
+        cells += _matrix(data["matrix"], defaults, seeds, source)
+    entries = data.get("cell", [])
+    if not isinstance(entries, list):
+        raise PlanError(f"{source}: cell must be an array of tables ([[cell]] entries)")
+    for i, entry in enumerate(entries):
+        cells += _explicit(entry, defaults, seeds, source, f"cell[{i}]")
+    if not cells:
+        raise PlanError(f"{source}: no cells; add a [matrix] or [[cell]] entries")
+    seen: dict[str, Cell] = {}
+    for cell in cells:
+        if cell.name in seen:
+            raise PlanError(f"{source}: two cells are named {cell.name!r}; give them "
+                            f"different names or configurations")
+        seen[cell.name] = cell
+    return Plan(name, source, tuple(cells), float(budget) if budget is not None else None,
+                parallel, str(data.get("description", "")))
+
+
+def _known_keys(table: Mapping[str, Any], known: tuple[str, ...], source: str,
+                where: str) -> None:
+    if not isinstance(table, Mapping):
+        raise PlanError(f"{source}: {where.rstrip('.')} must be a table")
+    for key in table:
+        if key not in known:
+            raise PlanError(f"{source}: unknown key {where}{key}; known keys there: "
+                            f"{', '.join(known)}")
+
+
+def _seeds(value: Any, source: str, where: str) -> tuple[int, ...]:
+    if isinstance(value, int) and not isinstance(value, bool) and value >= 1:
+        return tuple(range(1, value + 1))
+    if (isinstance(value, list) and value
+            and all(isinstance(s, int) and not isinstance(s, bool) and s >= 0 for s in value)
+            and len(set(value)) == len(value)):
+        return tuple(value)
+    raise PlanError(f"{source}: {where} must be a count >= 1 or a list of distinct integers "
+                    f">= 0, got {value!r}")
+
+
+def _options(value: Any, source: str, where: str) -> dict[str, Any]:
+    """A table of `kchaos run` options, keys normalised to underscores."""
+    if not isinstance(value, Mapping):
+        raise PlanError(f"{source}: {where} must be a table of `kchaos run` options")
+    known = all_options()
+    options = {}
+    for key, item in value.items():
+        name = key.replace("-", "_")
+        if name in SET_BY_NIGHT:
+            raise PlanError(f"{source}: {where}.{key}: set by the night itself; remove it "
+                            f"(seeds come from `seeds`, the store from --store)")
+        if name not in known:
+            raise PlanError(f"{source}: {where}.{key}: not a `kchaos run` option; see "
+                            f"`kchaos run --help` (known: {', '.join(sorted(known))})")
+        options[name] = item
+    return options
+
+
+def _merge(*layers: Mapping[str, Any]) -> dict[str, Any]:
+    """Options layer over layer; tables (broker_config) merge key by key."""
+    merged: dict[str, Any] = {}
+    for layer in layers:
+        for key, value in layer.items():
+            if isinstance(value, Mapping) and isinstance(merged.get(key), Mapping):
+                merged[key] = {**merged[key], **value}
+            else:
+                merged[key] = dict(value) if isinstance(value, Mapping) else value
+    return merged
+
+
+def _names(value: Any, source: str, where: str) -> list[str]:
+    if (not isinstance(value, list) or not value
+            or not all(isinstance(v, str) and v for v in value)):
+        raise PlanError(f"{source}: {where} must be a non-empty list of strings, got {value!r}")
+    return value
+
+
+def _expectation(value: Any, source: str, where: str) -> Expectation:
+    if value is None or value == "valid":
+        return Expectation()
+    if not isinstance(value, Mapping):
+        raise PlanError(f"{source}: {where} must be \"valid\" or a table {{anomalies = [...], "
+                        f"attributed_to = \"...\", found_in = N, within = SECONDS}}, "
+                        f"got {value!r}")
+    _known_keys(value, EXPECT_KEYS, source, f"{where}.")
+    anomalies = value.get("anomalies", [])
+    if not isinstance(anomalies, list) or not all(isinstance(a, str) and a for a in anomalies):
+        raise PlanError(f"{source}: {where}.anomalies must be a list of anomaly types, "
+                        f"e.g. [\"lost-write\"], got {anomalies!r}")
+    attributed = value.get("attributed_to")
+    if attributed is not None and (not isinstance(attributed, str) or not attributed):
+        raise PlanError(f"{source}: {where}.attributed_to must be a cause such as "
+                        f"\"unclean-election\", got {attributed!r}")
+    if not anomalies and attributed is None:
+        raise PlanError(f"{source}: {where}: a detection needs anomalies or attributed_to; "
+                        f"write expect = \"valid\" for a cell that must find nothing")
+    found_in = value.get("found_in")
+    if found_in is not None and (isinstance(found_in, bool) or not isinstance(found_in, int)
+                                 or found_in < 1):
+        raise PlanError(f"{source}: {where}.found_in must be a number of seeds >= 1, "
+                        f"got {found_in!r}")
+    within = value.get("within")
+    if within is not None and (isinstance(within, bool) or not isinstance(within, int | float)
+                               or within <= 0):
+        raise PlanError(f"{source}: {where}.within must be seconds > 0, got {within!r}")
+    return Expectation(tuple(anomalies), attributed, found_in,
+                       float(within) if within is not None else None)
+
+
+def _matrix(matrix: Any, defaults: dict[str, Any], seeds: tuple[int, ...],
+            source: str) -> list[Cell]:
+    _known_keys(matrix, MATRIX_KEYS, source, "matrix.")
+    dbs = _names(matrix.get("dbs", [defaults.get("db", "kchaos")]), source, "matrix.dbs")
+    workloads = _names(matrix.get("workloads", [defaults.get("workload", "queue")]), source,
+                       "matrix.workloads")
+    nemeses = (_names(matrix["nemeses"], source, "matrix.nemeses") if "nemeses" in matrix
+               else [None])
+    configurations = matrix.get("configurations", {DEFAULT: {}})
+    if not isinstance(configurations, Mapping) or not configurations:
+        raise PlanError(f"{source}: matrix.configurations must be tables "
+                        f"[matrix.configurations.NAME] of options")
+    cells = []
+    for config_name, body in configurations.items():
+        where = f"matrix.configurations.{config_name}"
+        if not NAME.match(config_name):
+            raise PlanError(f"{source}: {where}: a configuration's name must be a plain name "
+                            f"(letters, digits, . _ + -)")
+        if not isinstance(body, Mapping):
+            raise PlanError(f"{source}: {where} must be a table of options")
+        expect = _expectation(body.get("expect"), source, f"{where}.expect")
+        options = _options({k: v for k, v in body.items() if k != "expect"}, source, where)
+        for workload in workloads:
+            for nemesis in nemeses:
+                for db in dbs:
+                    label = ".".join((config_name, workload,
+                                      (nemesis or DEFAULT).replace(",", "+"), db))
+                    layer = {"workload": workload, **({"nemesis": nemesis} if nemesis else {})}
+                    cells.append(_cell(label, label, db, config_name,
+                                       _merge(defaults, options, layer), seeds, expect,
+                                       source))
+    return cells
+
+
+def _explicit(entry: Any, defaults: dict[str, Any], seeds: tuple[int, ...], source: str,
+              where: str) -> list[Cell]:
+    _known_keys(entry, CELL_KEYS, source, f"{where}.")
+    label = entry.get("name")
+    if not isinstance(label, str) or not NAME.match(label):
+        raise PlanError(f"{source}: {where}.name must be a plain name (letters, digits, "
+                        f". _ + -), got {label!r}")
+    where = f"cell {label}"
+    options = _options(entry.get("options", {}), source, f"{where}.options")
+    if "db" in options:
+        raise PlanError(f"{source}: {where}.options.db: name the dbs with `dbs = [...]`")
+    dbs = _names(entry.get("dbs", [defaults.get("db", "kchaos")]), source, f"{where}.dbs")
+    cell_seeds = _seeds(entry["seeds"], source, f"{where}.seeds") if "seeds" in entry else seeds
+    expect = _expectation(entry.get("expect"), source, f"{where}.expect")
+    return [_cell(f"{label}.{db}", label, db, "", _merge(defaults, options), cell_seeds,
+                  expect, source) for db in dbs]
+
+
+def _cell(name: str, label: str, db: str, configuration: str, options: dict[str, Any],
+          seeds: tuple[int, ...], expect: Expectation, source: str) -> Cell:
+    """The cell, its options validated as `kchaos run` validates them."""
+    options = {k: v for k, v in options.items() if k != "db"}
+    if expect.found_in is not None and expect.found_in > len(seeds):
+        raise PlanError(f"{source}: cell {name}: expect.found_in is {expect.found_in} but "
+                        f"the cell has {len(seeds)} seeds")
+    with tempfile.TemporaryDirectory(prefix="kchaos-plan-") as folder:
+        path = Path(folder) / f"{name}.toml"
+        path.write_text(toml_text({**options, "db": db, "name": name, "no_check": True}),
+                        encoding="utf-8")
+        try:  # as the child run will read it: a scenario's settings win over the file's
+            config = load_config(path)
+        except ConfigError as error:
+            message = str(error).replace(f"{path}: ", "")
+            raise PlanError(f"{source}: cell {name}: {message}") from error
+    zookeepers = 0 if getattr(config.db, "colocate", False) else getattr(config.db,
+                                                                         "zookeepers", 0)
+    return Cell(name, label, db, configuration, options, seeds, expect,
+                config.run.time_limit, config.run.nodes, zookeepers)
+
+
+def _toml_value(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int | float):
+        return repr(value)
+    if isinstance(value, str):
+        return json.dumps(value)  # JSON's escapes are TOML basic-string escapes
+    raise PlanError(f"option value {value!r}: only strings, numbers, booleans and tables "
+                    f"of them are `kchaos run` options")
+
+
+def toml_text(options: Mapping[str, Any]) -> str:
+    """Options (scalars, and one level of tables) as a TOML document for `--config`."""
+    lines = [f"{json.dumps(key)} = {_toml_value(value)}" for key, value in options.items()
+             if not isinstance(value, Mapping)]
+    for key, table in options.items():
+        if isinstance(table, Mapping):
+            lines.append(f"\n[{json.dumps(key)}]")
+            lines += [f"{json.dumps(k)} = {_toml_value(v)}" for k, v in table.items()]
+    return "\n".join(lines) + "\n"
