@@ -2,12 +2,13 @@
 
     <testsuite name="nightly 2026-11-26" tests= failures= errors= skipped= time=>
       <testcase classname="<cell>" name="<cell> seed=<S>" time="<run seconds>">
-        <properties> seed, db, configuration (JSON of the options), expect, run (folder),
+        <properties> seed, db, configuration (JSON of the cell's options), time_limit
+                     (the effective one: a scenario's wins), expect, run (folder),
                      and the run's facts: verdict, first_anomaly_s, ops_per_s, availability
         <failure message="..."/>   the run did not meet its cell's expectation, and the
                                    cell as a whole is not met: the anomalies found, or
                                    what was expected and what was found
-        <error message="..."/>     the run ended in a harness error
+        <error message="..."/>     the run ended in a harness error, or has no results
         <skipped message="..."/>   not started within the budget
         <system-out>               the run's verdict line, and why a detection seed that
                                    found nothing passes (its cell met found_in without it)
@@ -57,6 +58,7 @@ def junit_tree(title: str, cells: Mapping[str, Cell], runs: Sequence[RunRecord],
         facts = record.facts or {}
         for name, value in (("seed", record.seed), ("db", cell.db),
                             ("configuration", json.dumps(cell.options, sort_keys=True)),
+                            ("time_limit", cell.time_limit),
                             ("expect", json.dumps(cell.expect.to_json())),
                             ("run", record.run_dir or ""),
                             ("verdict", json.dumps(facts.get("valid"))),
@@ -69,10 +71,10 @@ def junit_tree(title: str, cells: Mapping[str, Cell], runs: Sequence[RunRecord],
         if record.status == SKIPPED:
             counts["skipped"] += 1
             ET.SubElement(case, "skipped", message=record.error or "skipped (budget)")
-        elif record.status == ERROR or record.facts is None:
+        elif record.status == ERROR or record.facts is None or facts.get("valid") is None:
             counts["errors"] += 1
-            ET.SubElement(case, "error", message=record.error or "no results",
-                          type="harness-error")
+            ET.SubElement(case, "error", type="harness-error",
+                          message=record.error or str(facts.get("summary") or "no results"))
         elif not record.met and outcome is not None and not outcome.met:
             counts["failures"] += 1
             failure = ET.SubElement(case, "failure", message=_failure_message(cell, record),
