@@ -14,7 +14,8 @@ picks its targets again in its own cluster.
 The file (JSON, `"format": "kchaos-schedule"`, `"version": 1`):
 
     {"format": "kchaos-schedule", "version": 1,
-     "source": {"run": "store/queue/20261125T234624", "anomalies": ["lost-write", ...]},
+     "source": {"run": "store/queue/20261125T234950", "anomalies": ["lost-write", ...],
+                "failing": []},
      "seed": 1, "time_limit": 30.0,
      "config": {"run": {...}, "backend": {...}, "db": {...}, "workload": {...},
                 "nemesis": {...}},
@@ -23,7 +24,8 @@ The file (JSON, `"format": "kchaos-schedule"`, `"version": 1`):
 
 `config` is test.json's "config" (every option by section); `seed` and `time_limit` win
 over the ones in it. `source.anomalies` are the anomaly types the schedule is expected to
-show (null: unknown). `ops` are in time order, `seconds` since the test started.
+show, allowed by the configuration or not, and `source.failing` those it does not allow
+(null: unknown). `ops` are in time order, `seconds` since the test started.
 """
 
 from __future__ import annotations
@@ -220,6 +222,12 @@ class ScheduleFile:
     def anomalies(self) -> list[str] | None:
         """The anomaly types this schedule is expected to show (None: not known)."""
         found = self.source.get("anomalies")
+        return list(found) if isinstance(found, list) else None
+
+    @property
+    def failing(self) -> list[str] | None:
+        """Those of `anomalies` that the configuration does not allow (None: not known)."""
+        found = self.source.get("failing")
         return list(found) if isinstance(found, list) else None
 
     def to_json(self) -> dict[str, Any]:
