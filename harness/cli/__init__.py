@@ -7,6 +7,7 @@
     report     kchaos report
     serve      kchaos serve
     history    kchaos history export
+    replay     kchaos replay, shrink (a stored run's fault schedule, run again or cut down)
     nightly    kchaos nightly (a night of runs from a plan)
 
 A command's module is imported only when that command runs (`kchaos check-lin
@@ -36,6 +37,8 @@ COMMANDS = {
     "report": "report",
     "serve": "serve",
     "history": "history",
+    "replay": "replay",
+    "shrink": "replay",
     "nightly": "nightly",
 }
 
