@@ -49,7 +49,7 @@ class CrashLoseUnflushedNemesis:
         named: dict[str, Any] = {}
         if options["target"] == "replicas":
             found = leader_and_followers(cluster, self.rng, options.get("topic"),
-                                         options.get("partition"))
+                                         options.get("partition"), internal=False)
             targets = [] if found is None else [
                 n for n in [found[1], *found[2]] if cluster.running(n)]
             if found is not None:

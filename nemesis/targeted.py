@@ -72,7 +72,7 @@ class TargetedNemesis:
         spec = op.get("value")
         options = spec if isinstance(spec, dict) else {}
         found = leader_and_followers(cluster, self.rng, options.get("topic"),
-                                     options.get("partition"))
+                                     options.get("partition"), internal=False)
         if found is None or not cluster.running(found[1]):
             return {**op, "type": "info", "value": "no-target"}
         if op["f"] == "shrink-isr":

@@ -139,10 +139,11 @@ def controller_node(cluster: ClusterControl) -> str | None:
 
 
 def leader_and_followers(cluster: ClusterControl, rng: random.Random, topic: str | None = None,
-                         partition: int | None = None
+                         partition: int | None = None, internal: bool = True
                          ) -> tuple[PartitionState, str, list[str]] | None:
-    """A partition (the given one, else a random one with a leader and followers), its
-    leader's node and its followers' nodes (the other replicas); None if there is none."""
+    """A partition (the given one, else a random one with a leader and followers, of a topic
+    whose name does not start with "__" unless `internal`), its leader's node and its
+    followers' nodes (the other replicas); None if there is none."""
     try:
         snapshot = read_snapshot(cluster.zk)
     except Exception:  # kazoo raises timeouts and connection losses of several kinds
@@ -150,6 +151,7 @@ def leader_and_followers(cluster: ClusterControl, rng: random.Random, topic: str
     candidates = [p for p in snapshot.partitions
                   if p.leader >= 0 and len(p.replicas) > 1
                   and (topic is None or p.topic == topic)
+                  and (internal or topic is not None or not p.topic.startswith("__"))
                   and (partition is None or p.partition == partition)]
     if not candidates:
         return None

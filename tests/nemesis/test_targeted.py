@@ -12,6 +12,7 @@ from nemesis.package import FAULTS, GROUPS, check_applicable, expand, package
 from nemesis.partition import Firewall
 from nemesis.power_loss import CrashLoseUnflushedNemesis
 from nemesis.targeted import TargetedNemesis
+from nemesis.targets import leader_and_followers
 from tests.support.fake_cluster import FakeCluster, FakeResult
 
 STATE = "/brokers/topics/t/partitions/0/state"
@@ -178,3 +179,20 @@ def test_package_stops_targeted_faults_with_one_heal():
     assert starts <= {"shrink-isr", "kill-new-leader", "crash-lose-unflushed",
                       "heal-targeted", "power-on"}
     assert {"shrink-isr", "kill-new-leader"} <= starts
+
+
+def test_targets_skip_internal_topics_unless_named():
+    cluster = FakeCluster()
+    zk = type(cluster.zk)()
+    zk.znodes = {**zk.znodes,
+                 "/brokers/topics/__consumer_offsets": b'{"partitions":{"0":[2,3]}}',
+                 "/brokers/topics/__consumer_offsets/partitions": b"",
+                 "/brokers/topics/__consumer_offsets/partitions/0": b"",
+                 "/brokers/topics/__consumer_offsets/partitions/0/state":
+                     b'{"leader":2,"leader_epoch":0,"isr":[2,3]}'}
+    cluster.zk = zk
+    picked = {leader_and_followers(cluster, random.Random(i), internal=False)[0].topic
+              for i in range(20)}
+    assert picked == {"t"}
+    assert leader_and_followers(cluster, random.Random(0), "__consumer_offsets",
+                                internal=False)[1] == "n2"
