@@ -207,7 +207,8 @@ def reappearance(expected: list[str] | None, found: list[str] | None) -> str:
     if found is None:
         return "the replay has no verdict (it did not get to its checkers), nothing to compare"
     if expected is None:
-        return f"the source was not checked, so there is nothing to compare; found: {shown}"
+        return (f"the source's anomaly types are not known (it was not checked), so there "
+                f"is nothing to compare; found: {shown}")
     if not expected:
         return f"the source had no anomalies; found: {shown}"
     back = [kind for kind in expected if kind in found]
