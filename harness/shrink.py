@@ -170,7 +170,7 @@ class Shrink:
 
     def _ask(self, phase: str, chosen: Sequence[tuple[int, Episode]], limit: float) -> bool:
         """Replay `chosen` at `limit` (up to `tries` runs): does the target reappear?"""
-        key = (tuple(chosen), limit)
+        key = (tuple((number, e.start.seconds, e.end) for number, e in chosen), limit)
         if key in self.asked:
             return self.asked[key]
         self._stop_if_spent()

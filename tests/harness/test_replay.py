@@ -216,7 +216,7 @@ def ten_episode_schedule() -> ScheduleFile:
     ops = []
     for number in range(10):
         start = 2.0 + 5 * number
-        ops += [TimedOp(start, "kill", f"e{number}"), TimedOp(start + 4.0, "start")]
+        ops += [TimedOp(start, "kill", {"name": f"e{number}"}), TimedOp(start + 4.0, "start")]
     return ScheduleFile(tuple(ops), 1, 60.0, {"run": {"workload": "queue"}},
                         {"run": "store/queue/20260101T000000", "anomalies": ["G0", "lost-write"],
                          "failing": ["lost-write"]})
@@ -235,8 +235,8 @@ class FakeRuns:
         assert read_schedule(path) == schedule
         if len(self.runs) <= self.errors:
             return Attempt(None, 3, None, 0.0)
-        held = {e.start.value: e.hold for e in episodes(schedule.ops)}
-        e7 = next((e for e in episodes(schedule.ops) if e.start.value == "e7"), None)
+        held = {e.start.value["name"]: e.hold for e in episodes(schedule.ops)}
+        e7 = next((e for e in episodes(schedule.ops) if e.start.value["name"] == "e7"), None)
         found = ("e3" in held and "e7" in held and held["e7"] >= 1.5
                  and schedule.time_limit >= e7.start.seconds + 5)
         return Attempt(Path(f"run{len(self.runs)}"), 1 if found else 0,
@@ -253,7 +253,7 @@ def test_shrink_removes_episodes_then_shortens_and_writes_what_it_found(tmp_path
     assert [number for number, _ in done.best] == [4, 8]
     assert done.stopped.startswith("done") and not done.failed
     best = read_schedule(tmp_path / "schedule.json")
-    assert [op.value for op in best.ops if op.value] == ["e3", "e7"]
+    assert [op.value["name"] for op in best.ops if op.value] == ["e3", "e7"]
     e7 = episodes(best.ops)[1]
     assert 1.5 <= e7.hold < 4.0, "e7's hold was halved while it still reproduced"
     assert best.time_limit < 60.0
@@ -272,7 +272,7 @@ def test_shrink_stops_when_its_runs_are_spent_with_the_best_so_far(tmp_path):
     assert len(runs.runs) == 3
     assert done.stopped == "budget spent: 3 runs" and not done.failed
     best = read_schedule(tmp_path / "schedule.json")
-    assert {"e3", "e7"} <= {op.value for op in best.ops}
+    assert {"e3", "e7"} <= {op.value["name"] for op in best.ops if op.value}
     assert len(best.ops) < 20  # the first complement that reproduced
 
 
