@@ -129,6 +129,7 @@ FAULTS: dict[str, Fault] = {
     "pause-consumers": Fault("pause-consumers", "start-pause-consumers", ("one", "some"),
                              "stop-pause-consumers"),
     "add-partitions": Fault("add-partitions", "add-partitions", (1, 2)),
+    "isolate-leader": Fault("partition", "start-partition", ("leader",), "stop-partition"),
     "shrink-isr-kill-leader": Fault("targeted", "shrink-isr", ("kill",), "heal-targeted"),
     "shrink-isr-isolate-leader": Fault("targeted", "shrink-isr", ("isolate",),
                                        "heal-targeted"),

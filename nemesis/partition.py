@@ -9,9 +9,10 @@ Shapes of `start-partition` (its value, or `{"shape": ..., "topic": t, "partitio
 `one` (isolate a random node), `halves`, `ring` (majorities ring), `bridge` (over all nodes,
 shuffled), `controller` (isolate the controller now), `zookeeper` (the ensemble from the
 brokers), `leader-from-followers` (a partition's leader from its other replicas; it keeps
-ZooKeeper: the 2013 Kafka scenario), `coordinator` (isolate the broker coordinating one of
-the run's consumer groups; the value names the group: `{"group": g, "n2": [...], ...}`; a
-logged no-op without groups).
+ZooKeeper: the 2013 Kafka scenario), `leader` (a partition's leader, of a topic not named
+`__*` unless given, from every node, ZooKeeper included), `coordinator` (isolate the
+broker coordinating one of the run's consumer groups; the value names the group:
+`{"group": g, "n2": [...], ...}`; a logged no-op without groups).
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ from nemesis.targets import (
 __all__ = ["SHAPES", "Firewall", "PacketLossNemesis", "PartitionNemesis"]
 
 SHAPES = ("one", "halves", "ring", "bridge", "controller", "zookeeper", "leader-from-followers",
-          "coordinator")
+          "leader", "coordinator")
 
 
 class Firewall:
@@ -140,6 +141,11 @@ class PartitionNemesis:
             found = leader_and_followers(cluster, self.rng, options.get("topic"),
                                          options.get("partition"))
             return grudges.between([found[1]], found[2]) if found else {}
+        if shape == "leader":
+            options = {} if isinstance(spec, str) else spec
+            found = leader_and_followers(cluster, self.rng, options.get("topic"),
+                                         options.get("partition"), internal=False)
+            return grudges.isolate(found[1], nodes) if found else {}
         raise ValueError(f"unknown partition shape {shape!r}; one of {', '.join(SHAPES)}")
 
 

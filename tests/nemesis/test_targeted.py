@@ -196,3 +196,14 @@ def test_targets_skip_internal_topics_unless_named():
     assert picked == {"t"}
     assert leader_and_followers(cluster, random.Random(0), "__consumer_offsets",
                                 internal=False)[1] == "n2"
+
+
+def test_isolate_leader_cuts_a_leader_off_every_node():
+    from nemesis.partition import PartitionNemesis
+
+    cluster = FakeCluster()
+    done = PartitionNemesis(Firewall(), random.Random(0)).invoke(
+        cluster, {"f": "start-partition", "value": "leader"})
+    assert done["value"]["n4"] == ["n1", "n2", "n3", "n5", "z1"]
+    assert FAULTS["isolate-leader"].values == ("leader",)
+    assert "isolate-leader" not in GROUPS["partition"], "the partition group keeps its seeds"

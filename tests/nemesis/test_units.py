@@ -71,8 +71,8 @@ def test_expand_names_and_groups():
                    "packet-loss", "kill", "kill-controller", "kill-leader", "kill-all",
                    "restart", "pause", "pause-zookeeper", "expire-session",
                    "kill-coordinator", "isolate-coordinator", "pause-consumers",
-                   "add-partitions", "shrink-isr-kill-leader", "shrink-isr-isolate-leader",
-                   "kill-new-leader", "crash-lose-unflushed"}
+                   "add-partitions", "isolate-leader", "shrink-isr-kill-leader",
+                   "shrink-isr-isolate-leader", "kill-new-leader", "crash-lose-unflushed"}
     assert set(FAULTS) == issue_names
 
 
