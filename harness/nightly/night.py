@@ -14,8 +14,10 @@ itself (a run's harness error is that run's `error` and leaves its cell unmet).
 from __future__ import annotations
 
 import contextlib
+import os
 import sys
 import tomllib
+from collections.abc import Iterator
 from pathlib import Path
 from typing import TextIO
 
@@ -115,9 +117,27 @@ def _check(night: Night, spark_master: str, out: TextIO) -> None:
         return
     print(f"kchaos nightly: checking {len(todo)} run(s) in one Spark job ({spark_master}); "
           f"log in {night.folder / CHECK_LOG}", file=out, flush=True)
-    with open(night.folder / CHECK_LOG, "a", encoding="utf-8") as log, \
-            contextlib.redirect_stdout(log), contextlib.redirect_stderr(log):
+    with open(night.folder / CHECK_LOG, "a", encoding="utf-8") as log, _output_to(log):
         check_runs(todo, spark_master, log)
+
+
+@contextlib.contextmanager
+def _output_to(log: TextIO) -> Iterator[None]:
+    """Standard output and error, of this process and of Spark's JVM it starts, into `log`."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    saved = [os.dup(1), os.dup(2)]
+    try:
+        os.dup2(log.fileno(), 1)
+        os.dup2(log.fileno(), 2)
+        with contextlib.redirect_stdout(log), contextlib.redirect_stderr(log):
+            yield
+    finally:
+        log.flush()
+        os.dup2(saved[0], 1)
+        os.dup2(saved[1], 2)
+        for fd in saved:
+            os.close(fd)
 
 
 def evaluate(night: Night, cells: dict[str, Cell]) -> dict[str, CellOutcome]:
