@@ -42,7 +42,7 @@ __all__ = ["ELECTION_MARGIN", "LAYER", "SHRINK_MARGIN", "TargetedNemesis"]
 LAYER = "targeted"
 SHRINK_MARGIN = 5.0  # seconds beyond replica.lag.time.max.ms to wait for the ISR shrink
 ELECTION_MARGIN = 5.0  # seconds beyond two session timeouts to wait for an election
-POLL = 0.1
+POLL = 0.02  # ZooKeeper polls: a new leader is acted on within tens of milliseconds
 
 
 class TargetedNemesis:
