@@ -183,3 +183,16 @@ def test_check_of_a_malformed_history_exits_3_and_leaves_no_current_looking_resu
     assert not (run / "results.json").exists()
     report = (run / "report.html").read_text()
     assert "cannot be read" in report and "VALID" not in report.replace("INVALID", "")
+
+
+def test_a_run_without_its_check_stores_the_history_and_logs_only(tmp_path):
+    events: list[str] = []
+    out = io.StringIO()
+    outcome = run_test(fake_test(tmp_path, events, check=False), out=out)
+    run = outcome.run_dir
+    assert outcome.exit_code == exit_codes.VALID and outcome.results is None
+    assert events == ["start", "logs", "down"]
+    assert load_history(run / "history.jsonl") and (run / "nodes" / "n1" / "server.log").is_file()
+    assert json.loads((run / "test.json").read_text())["final_reads"] is True
+    assert not (run / "results.json").exists() and not (run / "report.html").exists()
+    assert "not checked (no_check" in out.getvalue()
