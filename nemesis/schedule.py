@@ -182,9 +182,10 @@ def ops_of(chosen: Iterable[Episode]) -> list[TimedOp]:
 
 
 def cut_time_limit(ops: Sequence[TimedOp], time_limit: float, margin: float) -> float:
-    """The time limit cut to `margin` seconds after the last op (never longer than it was)."""
+    """The time limit cut to `margin` seconds after the last op, rounded up to a whole
+    second (never longer than it was)."""
     last = max((op.seconds for op in ops), default=0.0)
-    return min(time_limit, round(last + margin, 3))
+    return min(time_limit, float(math.ceil(last + margin)))
 
 
 def halve_holds(chosen: Sequence[Episode], which: Iterable[int] | None = None,

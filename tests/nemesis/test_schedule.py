@@ -109,7 +109,7 @@ def test_overlapping_faults_of_one_kind_pair_first_in_first_out():
 
 def test_cut_time_limit_keeps_a_margin_after_the_last_op():
     ops = [TimedOp(3, "kill", "one"), TimedOp(11.5, "start")]
-    assert cut_time_limit(ops, 60, 5) == 16.5
+    assert cut_time_limit(ops, 60, 5) == 17.0
     assert cut_time_limit(ops, 14, 5) == 14
 
 
