@@ -23,9 +23,11 @@ The file (JSON, `"format": "kchaos-schedule"`, `"version": 1`):
              ...]}
 
 `config` is test.json's "config" (every option by section); `seed` and `time_limit` win
-over the ones in it. `source.anomalies` are the anomaly types the schedule is expected to
-show, allowed by the configuration or not, and `source.failing` those it does not allow
-(null: unknown). `ops` are in time order, `seconds` since the test started.
+over the ones in it. An op may be up to `PAST_LIMIT` seconds past the time limit: a run
+records an op its schedule had at the very end a few milliseconds after it, and a replay
+invokes it just before the limit. `source.anomalies` are the anomaly types the schedule
+is expected to show, allowed by the configuration or not, and `source.failing` those it
+does not allow (null: unknown). `ops` are in time order, `seconds` since the test started.
 """
 
 from __future__ import annotations
@@ -61,6 +63,7 @@ FORMAT = "kchaos-schedule"
 VERSION = 1
 NEMESIS = "nemesis"
 NS_PER_SECOND = 1_000_000_000
+PAST_LIMIT = 1.0  # seconds an op may be recorded after the time limit (see above)
 # The op that ends each fault started by an op f (kill is ended by start, pause by resume).
 STOPS: dict[str, str] = {fault.start: fault.stop for fault in FAULTS.values() if fault.stop}
 
@@ -277,10 +280,9 @@ class ScheduleFile:
             if ops and seconds < ops[-1].seconds:
                 raise fail(f"{path}.seconds", f"{seconds} is before ops[{number - 1}]'s "
                            f"{ops[-1].seconds}", "ops must be in time order")
-            if seconds >= limit:
-                raise fail(f"{path}.seconds", f"{seconds} is not before the time limit "
-                           f"{limit}, so it would never be invoked",
-                           "raise time_limit or remove the op")
+            if seconds > limit + PAST_LIMIT:
+                raise fail(f"{path}.seconds", f"{seconds} is past the time limit {limit}, "
+                           f"so it would never be invoked", "raise time_limit or remove the op")
             ops.append(TimedOp(float(seconds), f, raw.get("value")))
         return cls(tuple(ops), seed, float(limit), config, source)
 

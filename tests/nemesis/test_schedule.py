@@ -146,7 +146,9 @@ def test_schedule_file_round_trip(tmp_path):
     op = original.ops[0].to_op(original.time_limit)
     assert op == {"type": "info", "process": "nemesis", "f": "kill", "value": "leader",
                   "time": 3_250_000_000}
-    assert TimedOp(30.0, "start").to_op(30.0)["time"] == 30 * S - 1  # inside the limit
+    assert TimedOp(30.0005, "start").to_op(30.0)["time"] == 30 * S - 1  # inside the limit
+    late = ScheduleFile.from_json(schedule(ops=[{"seconds": 30.0005, "f": "start"}]), "x")
+    assert late.ops == (TimedOp(30.0005, "start"),)  # recorded just after the limit
 
 
 @pytest.mark.parametrize("changes, message", [
@@ -160,8 +162,8 @@ def test_schedule_file_round_trip(tmp_path):
     ({"ops": [{"seconds": 1, "f": ""}]}, "ops[0].f: must be a nemesis op name"),
     ({"ops": [{"seconds": 5, "f": "kill"}, {"seconds": 4, "f": "start"}]},
      "ops[1].seconds: 4 is before ops[0]'s 5.0; ops must be in time order"),
-    ({"ops": [{"seconds": 31, "f": "kill"}]},
-     "ops[0].seconds: 31 is not before the time limit 30.0, so it would never be invoked"),
+    ({"ops": [{"seconds": 31.5, "f": "kill"}]},
+     "ops[0].seconds: 31.5 is past the time limit 30.0, so it would never be invoked"),
 ])
 def test_a_bad_schedule_file_says_where_and_what(tmp_path, changes, message):
     path = tmp_path / "bad.json"
