@@ -49,7 +49,16 @@ class NightOptions:
         self.resume, self.night, self.spark_master = resume, night, spark_master
 
 
+def _refuse_unfit(plan: Plan, options: NightOptions) -> None:
+    """PlanError with the reason when the night's parallelism does not fit this machine."""
+    refused = fits(options.parallel or plan.parallel, plan.cells, Resources.of_machine())
+    if refused:
+        raise PlanError(f"refused: {refused}")
+
+
 def _open_night(options: NightOptions, out: TextIO) -> tuple[Plan, Night]:
+    """The night to run (a new one, or the one to resume), once the plan and its
+    parallelism are known to be fine."""
     if options.resume or options.night is not None:
         folder = options.night
         if folder is None:
@@ -66,6 +75,7 @@ def _open_night(options: NightOptions, out: TextIO) -> tuple[Plan, Night]:
             raise PlanError(str(error)) from error
         text = night.state["plan"]["text"]
         plan = parse_plan(tomllib.loads(text), night.state["plan"].get("source", "plan"))
+        _refuse_unfit(plan, options)
         again = night.resume()
         night.save()
         print(f"kchaos nightly: resuming {night.folder}: {again} run(s) to run, "
@@ -74,6 +84,7 @@ def _open_night(options: NightOptions, out: TextIO) -> tuple[Plan, Night]:
     if options.plan is None:
         raise PlanError("give a plan file or --suite NAME")
     plan = load_plan(options.plan)
+    _refuse_unfit(plan, options)
     night = new_night(options.store, plan, options.plan.read_text(encoding="utf-8"))
     print(f"kchaos nightly: night {night.folder}: plan {plan.name}, {len(plan.cells)} cells, "
           f"{len(night.runs)} runs" + (f", budget {plan.budget_minutes:g} min"
@@ -89,10 +100,6 @@ def run_night(options: NightOptions, out: TextIO = sys.stdout) -> int:
         return exit_codes.ERROR
     parallel = options.parallel or plan.parallel
     cells = {cell.name: cell for cell in plan.cells}
-    refused = fits(parallel, plan.cells, Resources.of_machine())
-    if refused:
-        print(f"kchaos nightly: refused: {refused}", file=out, flush=True)
-        return exit_codes.ERROR
     if not execute(night, cells, parallel, plan.budget_minutes, out):
         return exit_codes.ERROR
     try:

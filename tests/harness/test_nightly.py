@@ -393,3 +393,19 @@ def test_the_store_index_shows_trends_per_cell_across_nights(tmp_path):
     assert "Nightly trends" in page and "nightly/trends/d.kchaos.png" in page
     assert (store / "nightly" / "trends" / "d.kchaos.png").stat().st_size > 1000
     assert "nightly/2026-01-02/summary.html" in page
+
+
+def test_a_refused_parallelism_or_a_missing_night_exits_3_and_starts_nothing(tmp_path):
+    import io
+
+    from harness.nightly.night import NightOptions, run_night
+
+    plan = tmp_path / "plan.toml"
+    plan.write_text(NIGHT)
+    out = io.StringIO()
+    assert run_night(NightOptions(plan, tmp_path / "store", parallel=999), out) == 3
+    assert "refused: --parallel 999 needs 999 cores" in out.getvalue()
+    assert not (tmp_path / "store").exists()
+    out = io.StringIO()
+    assert run_night(NightOptions(plan, tmp_path / "store", resume=True), out) == 3
+    assert "--resume: no night of plan 'tiny'" in out.getvalue()
