@@ -88,6 +88,8 @@ def _cell_section(cell: Mapping[str, Any], outcome: Mapping[str, Any],
         ("expectation", describe_expectation(cell.get("expect"))),
         ("db", cell.get("db")),
         ("configuration", json.dumps(cell.get("options") or {}, sort_keys=True)),
+        ("time limit", _number(cell.get("time_limit"), " s", 0)
+         + (" (the scenario's)" if (cell.get("options") or {}).get("scenario") else "")),
         ("outcome", join([_met(outcome.get("met")), f"  {outcome.get('reason', '')}"])),
         (("found in" if detection else "runs met"),
          f"{outcome.get('runs_met', 0)} of {outcome.get('runs', 0)} seeds"

@@ -81,7 +81,8 @@ def _plot(name: str, points: Sequence[TrendPoint], path: Path) -> None:
     axes = figure.subplots(4, 1, sharex=True)
     x = list(range(len(points)))
     colors = ["#1e7b34" if p.met else "#b3261e" for p in points]
-    axes[0].bar(x, [p.runs_met for p in points], color=colors)
+    axes[0].bar(x, [p.runs_met for p in points], color=colors, width=0.6)
+    axes[0].set_xlim(-0.75, max(len(points), 4) - 0.25)
     axes[0].plot(x, [p.runs for p in points], "k_", markersize=14, label="runs")
     axes[0].set_ylabel("met")
     axes[1].plot(x, [p.anomalies for p in points], "o-", color="#b3261e")
