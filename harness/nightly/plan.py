@@ -38,7 +38,8 @@ are validated as `kchaos run --config` validates them, before anything starts; a
 a `scenario`'s own settings (its time limit, keys, nemesis) win over the plan's.
 
 Expectations (`harness.nightly.verdicts` evaluates them): `expect = "valid"` (the
-default) or a table `{anomalies = [...], attributed_to = "...", found_in = N, within = S}`.
+default) or a table `{anomalies = [...], any_of = [...], attributed_to = "...", found_in = N,
+within = S}`.
 """
 
 from __future__ import annotations
@@ -63,7 +64,7 @@ SET_BY_NIGHT = ("name", "seed", "store", "no_check", "config")
 TOP_KEYS = ("name", "description", "budget", "seeds", "parallel", "defaults", "matrix", "cell")
 MATRIX_KEYS = ("dbs", "workloads", "nemeses", "configurations")
 CELL_KEYS = ("name", "description", "dbs", "seeds", "options", "expect")
-EXPECT_KEYS = ("anomalies", "attributed_to", "found_in", "within")
+EXPECT_KEYS = ("anomalies", "any_of", "attributed_to", "found_in", "within")
 DEFAULT = "default"
 
 
@@ -74,25 +75,29 @@ class PlanError(ConfigError):
 @dataclass(frozen=True)
 class Expectation:
     """What a cell must show. No anomalies and no attribution: every run valid. Otherwise a
-    detection: every type in `anomalies` found (allowed or not) and, with `attributed_to`
-    X, a checker reporting `X-loss` or `X`, in at least `found_in` of the cell's seeds
-    (None: every seed), and with `within`, the first expected anomaly at most that many
+    detection: every type in `anomalies` found (allowed or not), at least one type of
+    `any_of` (a defect that shows differently from seed to seed), and, with
+    `attributed_to` X, a checker reporting `X-loss` or `X`, in at least `found_in` of the
+    cell's seeds (None: every seed), and with `within`, the first expected anomaly at most that many
     seconds into the test."""
 
     anomalies: tuple[str, ...] = ()
     attributed_to: str | None = None
     found_in: int | None = None
     within: float | None = None
+    any_of: tuple[str, ...] = ()
 
     @property
     def valid(self) -> bool:
-        return not self.anomalies and self.attributed_to is None
+        return not self.anomalies and not self.any_of and self.attributed_to is None
 
     def describe(self) -> str:
         if self.valid:
             return "valid in every seed"
-        what = " and ".join(self.anomalies) or "an anomaly"
-        text = f"finds {what}"
+        what = [" and ".join(self.anomalies)] if self.anomalies else []
+        if self.any_of:
+            what.append("one of " + ", ".join(self.any_of))
+        text = "finds " + (" and ".join(what) or "an anomaly")
         if self.attributed_to:
             text += f" attributed to {self.attributed_to}"
         if self.within is not None:
@@ -104,6 +109,8 @@ class Expectation:
         if self.valid:
             return "valid"
         body: dict[str, Any] = {"anomalies": list(self.anomalies)}
+        if self.any_of:
+            body["any_of"] = list(self.any_of)
         for key in ("attributed_to", "found_in", "within"):
             if getattr(self, key) is not None:
                 body[key] = getattr(self, key)
@@ -278,24 +285,32 @@ def _names(value: Any, source: str, where: str) -> list[str]:
     return value
 
 
+def _anomaly_types(value: Mapping[str, Any], key: str, source: str,
+                   where: str) -> tuple[str, ...]:
+    types = value.get(key, [])
+    if not isinstance(types, list) or not all(isinstance(a, str) and a for a in types):
+        raise PlanError(f"{source}: {where}.{key} must be a list of anomaly types, "
+                        f"e.g. [\"lost-write\"], got {types!r}")
+    return tuple(types)
+
+
 def _expectation(value: Any, source: str, where: str) -> Expectation:
     if value is None or value == "valid":
         return Expectation()
     if not isinstance(value, Mapping):
         raise PlanError(f"{source}: {where} must be \"valid\" or a table {{anomalies = [...], "
-                        f"attributed_to = \"...\", found_in = N, within = SECONDS}}, "
-                        f"got {value!r}")
+                        f"any_of = [...], attributed_to = \"...\", found_in = N, "
+                        f"within = SECONDS}}, got {value!r}")
     _known_keys(value, EXPECT_KEYS, source, f"{where}.")
-    anomalies = value.get("anomalies", [])
-    if not isinstance(anomalies, list) or not all(isinstance(a, str) and a for a in anomalies):
-        raise PlanError(f"{source}: {where}.anomalies must be a list of anomaly types, "
-                        f"e.g. [\"lost-write\"], got {anomalies!r}")
+    anomalies = _anomaly_types(value, "anomalies", source, where)
+    any_of = _anomaly_types(value, "any_of", source, where)
     attributed = value.get("attributed_to")
     if attributed is not None and (not isinstance(attributed, str) or not attributed):
         raise PlanError(f"{source}: {where}.attributed_to must be a cause such as "
                         f"\"unclean-election\", got {attributed!r}")
-    if not anomalies and attributed is None:
-        raise PlanError(f"{source}: {where}: a detection needs anomalies or attributed_to; "
+    if not anomalies and not any_of and attributed is None:
+        raise PlanError(f"{source}: {where}: a detection needs anomalies, any_of or "
+                        f"attributed_to; "
                         f"write expect = \"valid\" for a cell that must find nothing")
     found_in = value.get("found_in")
     if found_in is not None and (isinstance(found_in, bool) or not isinstance(found_in, int)
@@ -306,8 +321,8 @@ def _expectation(value: Any, source: str, where: str) -> Expectation:
     if within is not None and (isinstance(within, bool) or not isinstance(within, int | float)
                                or within <= 0):
         raise PlanError(f"{source}: {where}.within must be seconds > 0, got {within!r}")
-    return Expectation(tuple(anomalies), attributed, found_in,
-                       float(within) if within is not None else None)
+    return Expectation(anomalies, attributed, found_in,
+                       float(within) if within is not None else None, any_of)
 
 
 def _matrix(matrix: Any, defaults: dict[str, Any], seeds: tuple[int, ...],

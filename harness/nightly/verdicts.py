@@ -19,8 +19,9 @@ Facts of a run (`run_facts`), from its stored files:
 
 A run meets a valid cell's expectation when its verdict is True ("unknown" is not
 valid). It meets a detection when every expected type was found (allowed or not, count
-> 0), the attribution holds (`attributed_to = X`: some checker reports `X-loss` or `X`,
-so "unclean-election" is the elections checker's `unclean-election-loss`) and, with
+> 0), at least one of `any_of` was, the attribution holds (`attributed_to = X`: some
+checker reports `X-loss` or `X`, so "unclean-election" is the elections checker's
+`unclean-election-loss`) and, with
 `within`, its first expected anomaly came at most that many seconds into the test. A
 valid cell is met when every seed's run met it; a detection cell when at least
 `found_in` of its seeds did (default every seed). A run skipped for the budget, or
@@ -87,6 +88,7 @@ def attributed(found: Mapping[str, int], cause: str) -> bool:
 
 def expected_found(expect: Expectation, found: Mapping[str, int]) -> bool:
     return (all(found.get(kind, 0) > 0 for kind in expect.anomalies)
+            and (not expect.any_of or any(found.get(kind, 0) > 0 for kind in expect.any_of))
             and (expect.attributed_to is None or attributed(found, expect.attributed_to)))
 
 
@@ -94,7 +96,7 @@ def relevant_types(expect: Expectation, results: Mapping[str, Any]) -> set[str]:
     """The anomaly types whose first witness counts for the time to first anomaly."""
     if expect.valid:
         return set(anomaly_counts(results)[1])
-    kinds = set(expect.anomalies)
+    kinds = set(expect.anomalies) | set(expect.any_of)
     if expect.attributed_to:
         kinds |= {expect.attributed_to, f"{expect.attributed_to}-loss"}
     return kinds

@@ -95,6 +95,7 @@ def test_a_matrix_expands_to_named_cells_with_merged_options_and_seed_major_runs
      "found_in is 2 but the cell has 1 seeds"),
     ('[[cell]]\nname = "a"\nexpect = {anomalies = []}', "a detection needs anomalies"),
     ('[[cell]]\nname = "a"\nexpect = "broken"', 'must be "valid" or a table'),
+    ('[[cell]]\nname = "a"\nexpect = {any_of = "G1c"}', "expect.any_of must be a list"),
     ('[[cell]]\nname = "a"\n[[cell]]\nname = "a"', "two cells are named 'a.kchaos'"),
     ('name = "x"', "no cells"),
     ('seeds = []\n[[cell]]\nname = "a"', "seeds must be a count"),
@@ -183,6 +184,8 @@ def test_allowed_anomalies_count_for_a_detection_and_give_the_first_anomaly_time
     assert run_meets(Expectation((), "unclean-election"), facts)
     assert not run_meets(Expectation(("lost-write",), within=1.5), facts)
     assert run_meets(Expectation(("lost-write",), within=2.0), facts)
+    assert run_meets(Expectation(any_of=("G1c", "lost-write")), facts)
+    assert not run_meets(Expectation(any_of=("G1c", "duplicate")), facts)
     # a valid cell asks for the verdict: loss the configuration allows keeps a run valid
     assert run_meets(Expectation(), facts_of(UNCLEAN, Expectation(), history))
 
