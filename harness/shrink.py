@@ -138,6 +138,9 @@ class Shrink:
             pass
         except KeyboardInterrupt:
             self.stopped, self.failed = "interrupted (Ctrl-C)", True
+        except Exception as error:  # a run that could not even start: say so, keep the files
+            self.stopped = f"stopped by an error: {type(error).__name__}: {error}"
+            self.failed = True
         self._write()
         return self
 
@@ -273,21 +276,26 @@ class Shrink:
             "", "## Episodes of the source", "",
             *(f"{number}. {episode.describe()}" for number, episode in self.original),
             "", "## Steps", "",
-            "| # | phase | episodes | time limit | verdict | anomalies found | run | minutes |",
+            "| candidate | phase | episodes | time limit | verdict | anomalies found | run "
+            "| minutes |",
             "|---|---|---|---|---|---|---|---|",
         ]
         for candidate in self.candidates:
-            for attempt in candidate.attempts or [None]:
-                found = "—" if attempt is None else (
-                    "(no verdict)" if attempt.anomalies is None
-                    else ", ".join(attempt.anomalies) or "none")
-                run = "—" if attempt is None or attempt.run_dir is None \
-                    else f"`{attempt.run_dir}`"
-                minutes = "—" if attempt is None else f"{attempt.seconds / 60:.1f}"
-                lines.append(f"| {candidate.number} | {candidate.phase} | "
+            for number, attempt in enumerate(candidate.attempts, start=1):
+                step = f"{candidate.number}" + (f" (run {number})" if number > 1 else "")
+                found = ("(no verdict)" if attempt.anomalies is None
+                         else ", ".join(attempt.anomalies) or "none")
+                run = "—" if attempt.run_dir is None else f"`{attempt.run_dir}`"
+                lines.append(f"| {step} | {candidate.phase} | "
                              f"{self._shown(candidate.episodes)} | {candidate.time_limit:g} s | "
-                             f"{_verdict(candidate)} | {found} | {run} | {minutes} |")
+                             f"{self._verdict_of(attempt)} | {found} | {run} | "
+                             f"{attempt.seconds / 60:.1f} |")
         return "\n".join(lines) + "\n"
+
+    def _verdict_of(self, attempt: Attempt) -> str:
+        if attempt.anomalies is None:
+            return "error"
+        return "reproduces" if self.reproduces(attempt.anomalies) else "does not reproduce"
 
 
     def _shown(self, chosen: Numbered) -> str:
@@ -305,9 +313,9 @@ def _numbers(chosen: Numbered) -> str:
 def _verdict(candidate: Candidate) -> str:
     if candidate.reproduced:
         return "reproduces"
-    if candidate.attempts and all(a.anomalies is None for a in candidate.attempts):
+    if all(a.anomalies is None for a in candidate.attempts):
         return "error"
-    return "does not reproduce" if candidate.attempts else "not run"
+    return f"does not reproduce ({len(candidate.attempts)} runs)"
 
 
 @contextlib.contextmanager

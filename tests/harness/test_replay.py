@@ -284,3 +284,31 @@ def test_shrink_stops_after_two_runs_in_a_row_that_erred(tmp_path):
     assert "2 runs in a row erred" in done.stopped
     assert len(read_schedule(tmp_path / "schedule.json").ops) == 20
     assert "| error |" in (tmp_path / "shrink.md").read_text()
+
+
+def test_with_tries_a_candidate_reproduces_when_any_of_its_runs_does(tmp_path):
+    class Flaky(FakeRuns):
+        """Every odd run misses the anomaly."""
+
+        def __call__(self, schedule, path):
+            attempt = super().__call__(schedule, path)
+            return attempt if len(self.runs) % 2 == 0 else Attempt(attempt.run_dir, 0, [], 1.0)
+
+    runs = Flaky()
+    done = Shrink(ten_episode_schedule(), ["lost-write"], tmp_path, runs, max_runs=60,
+                  tries=2, out=open("/dev/null", "w")).run()
+    assert [number for number, _ in done.best] == [4, 8]
+    report = (tmp_path / "shrink.md").read_text()
+    assert "| 1 | ddmin | 1, 2, 3, 4, 5 | 60 s | does not reproduce |" in report
+    assert "| 1 (run 2) | ddmin | 1, 2, 3, 4, 5 | 60 s | does not reproduce |" in report
+    assert "(run 2)" in report and "| reproduces |" in report
+
+
+def test_a_run_that_cannot_start_stops_the_shrink_and_keeps_its_files(tmp_path):
+    def broken(schedule, path):
+        raise OSError("no space left on device")
+
+    done = Shrink(ten_episode_schedule(), ["lost-write"], tmp_path, broken,
+                  out=open("/dev/null", "w")).run()
+    assert done.failed and "OSError: no space left on device" in done.stopped
+    assert len(read_schedule(tmp_path / "schedule.json").ops) == 20
