@@ -214,7 +214,7 @@ def reappearance(expected: list[str] | None, found: list[str] | None) -> str:
     back = [kind for kind in expected if kind in found]
     missing = [kind for kind in expected if kind not in found]
     new = [kind for kind in found if kind not in expected]
-    extra = f"; new: {', '.join(new)}" if new else ""
+    extra = f"; also found: {', '.join(new)}" if new else ""
     if not missing:
         return f"the original anomaly types reappeared: {', '.join(back)}{extra}"
     if back:

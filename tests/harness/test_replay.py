@@ -151,7 +151,7 @@ def test_an_op_no_fault_of_the_configuration_handles_is_refused(tmp_path):
 
 def test_reappearance_lines():
     assert reappearance(["a", "b"], ["b", "a", "c"]) == \
-        "the original anomaly types reappeared: a, b; new: c"
+        "the original anomaly types reappeared: a, b; also found: c"
     assert reappearance(["a", "b"], ["a"]) == \
         "the original anomaly types reappeared in part: a; missing: b"
     assert reappearance(["a"], []) == "the original anomaly types did not reappear (missing: a)"
