@@ -139,13 +139,22 @@ class TargetedNemesis:
 
     def _next_election(self, cluster: ClusterControl, state: PartitionState,
                        since: PartitionState) -> dict[str, Any]:
-        """The first leader change after `since` (a leader epoch above its own): the new
-        leader's node (None: offline), epoch, ISR and the seconds it took; "timed-out" when
-        none came within two session timeouts and a margin."""
+        """The first leader elected after `since` (another broker, a leader epoch above its
+        own): its node, epoch, ISR and the seconds it took. A partition left without a leader
+        (Kafka's controller writes leader -1 first when the ISR had no other live member) is
+        waited through; if no leader comes within two session timeouts and a margin, the
+        answer is `None` (offline) or "timed-out" (no change at all)."""
         started = self.clock()
         bound = 2 * cluster.session_timeout + ELECTION_MARGIN
-        found = self._wait(cluster, state, lambda s: s.leader_epoch > since.leader_epoch
-                           and s.leader != since.leader, bound)
+        seen: list[PartitionState] = []
+
+        def elected(current: PartitionState) -> bool:
+            if current.leader_epoch <= since.leader_epoch:
+                return False
+            seen.append(current)
+            return current.leader >= 0 and current.leader != since.leader
+
+        found = self._wait(cluster, state, elected, bound) or (seen[-1] if seen else None)
         seconds = round(self.clock() - started, 3)
         if found is None:
             return {"leader": "timed-out", "seconds": seconds}

@@ -207,3 +207,32 @@ def test_isolate_leader_cuts_a_leader_off_every_node():
     assert done["value"]["n4"] == ["n1", "n2", "n3", "n5", "z1"]
     assert FAULTS["isolate-leader"].values == ("leader",)
     assert "isolate-leader" not in GROUPS["partition"], "the partition group keeps its seeds"
+
+
+def test_an_offline_partition_is_waited_through_to_its_unclean_election():
+    cluster, nemesis, clock = setup()
+    react = cluster.zk._react
+
+    def kafka_like() -> None:  # leader -1 at the next epoch first, the election 1 s later
+        state = cluster.zk.state
+        if state["leader"] == 4 and not cluster.running("n4"):
+            state.update(leader=-1, leader_epoch=4, isr=[4])
+            cluster.zk.offline_since = clock.now
+        elif state["leader"] == -1 and clock.now - cluster.zk.offline_since >= 1.0:
+            state.update(leader=5, leader_epoch=5, isr=[5])
+        elif state["leader"] != -1:
+            react()
+
+    cluster.zk._react = kafka_like
+    value = nemesis.invoke(cluster, {"f": "shrink-isr", "value": "kill"})["value"]
+    assert value["elections"][0]["leader"] == "n5" and value["elections"][0]["leader_epoch"] == 5
+    cluster.zk._react = lambda: None
+    cluster.zk.state.update(leader=-1, leader_epoch=9)
+    offline = nemesis._next_election(cluster, nemesis_state(cluster), nemesis_state(cluster, 8))
+    assert offline["leader"] is None and offline["leader_epoch"] == 9
+
+
+def nemesis_state(cluster, epoch=None):
+    from nemesis.targets import PartitionState
+
+    return PartitionState("t", 0, 4, 3 if epoch is None else epoch, (4, 5, 1), (4, 5, 1))
