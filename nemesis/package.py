@@ -13,10 +13,10 @@ Consumer-group faults (`kill-coordinator`, `isolate-coordinator`, `pause-consume
 workload is built: `package.consumers.attach(workload)` (see `nemesis.consumers`).
 
 Targeted faults (`nemesis.targeted`: `shrink-isr-kill-leader`, `shrink-isr-isolate-leader`,
-`kill-new-leader`) wait inside their op for the cluster to react. A fault may need something
-of the system under test (`Fault.requires`: `crash-lose-unflushed` needs our broker with
-kchaos.debug.lose-unflushed-on-crash=true); `check_applicable` refuses it otherwise, and the
-`all` group leaves such faults out.
+`kill-new-leader`, `strand-follower`) wait inside their op for the cluster to react. A fault
+may need something of the system under test (`Fault.requires`: `crash-lose-unflushed` needs
+our broker with kchaos.debug.lose-unflushed-on-crash=true); `check_applicable` refuses it
+otherwise, and the `all` group leaves such faults out.
 """
 
 from __future__ import annotations
@@ -134,12 +134,14 @@ FAULTS: dict[str, Fault] = {
     "shrink-isr-isolate-leader": Fault("targeted", "shrink-isr", ("isolate",),
                                        "heal-targeted"),
     "kill-new-leader": Fault("targeted", "kill-new-leader", ("leader",), "heal-targeted"),
+    "strand-follower": Fault("targeted", "strand-follower", ("leader",), "heal-targeted"),
     "crash-lose-unflushed": Fault("crash-lose-unflushed", "crash-lose-unflushed",
                                   ("one", "leader", "replicas"), "power-on", POWER_LOSS),
 }
 GROUPS: dict[str, tuple[str, ...]] = {
     "partition": tuple(_PARTITION),
-    "targeted": ("shrink-isr-kill-leader", "shrink-isr-isolate-leader", "kill-new-leader"),
+    "targeted": ("shrink-isr-kill-leader", "shrink-isr-isolate-leader", "kill-new-leader",
+                 "strand-follower"),
     "all": tuple(name for name, fault in FAULTS.items() if fault.requires is None),
 }
 

@@ -13,6 +13,19 @@ the cluster to react (through ZooKeeper, as nemeses see it) and says what it saw
   partition's leader, wait for the next election, kill the newly elected leader the
   moment it takes over, and wait for the election after that: fast successive leader
   changes (KIP-279).
+- `strand-follower` with value "leader" (or `{"topic": t, "partition": p}`): KIP-101's
+  first scenario. Of a partition whose ISR holds every replica, the follower first in
+  assignment order is the one the controller will elect when the leader dies; the others
+  are cut off from it (not from the leader, the controller or ZooKeeper). The leader is
+  killed; the stranded followers take the next leader's LeaderAndIsr, then cannot fetch
+  from it: under `replication.truncation.mode=high-watermark` they have truncated their
+  log to their own high watermark, one fetch behind the leader's, and cannot fetch the
+  tail back. After `STRAND_SECONDS` (well under replica.lag.time.max.ms, so they stay in
+  the ISR) the new leader is killed too, and a stranded follower is elected, cleanly,
+  without the acknowledged tail. With leader-epoch truncation the follower asks the new
+  leader for its epoch's end offset first, cannot, and keeps its log. A partition whose
+  controller is one of the stranded followers is preferred, so the cut does not hold up
+  their LeaderAndIsr.
 - `heal-targeted`: lift this nemesis's firewall layer and start the brokers it killed.
 
 Completions name the partition, the nodes acted on (`{"n1": "killed"}`, `"isolated"`,
@@ -33,20 +46,24 @@ from nemesis.targets import (
     ZK_TIMEOUT,
     ClusterControl,
     PartitionState,
+    Snapshot,
     leader_and_followers,
     parse_partition_state,
+    read_snapshot,
 )
 
-__all__ = ["ELECTION_MARGIN", "LAYER", "SHRINK_MARGIN", "TargetedNemesis"]
+__all__ = ["ELECTION_MARGIN", "LAYER", "SHRINK_MARGIN", "STRAND_SECONDS", "TargetedNemesis",
+           "strand_plan"]
 
 LAYER = "targeted"
+STRAND_SECONDS = 1.0  # stranded followers truncate meanwhile; they stay in the ISR
 SHRINK_MARGIN = 5.0  # seconds beyond replica.lag.time.max.ms to wait for the ISR shrink
 ELECTION_MARGIN = 5.0  # seconds beyond two session timeouts to wait for an election
 POLL = 0.02  # ZooKeeper polls: a new leader is acted on within tens of milliseconds
 
 
 class TargetedNemesis:
-    fs = frozenset({"shrink-isr", "kill-new-leader", "heal-targeted"})
+    fs = frozenset({"shrink-isr", "kill-new-leader", "strand-follower", "heal-targeted"})
 
     def __init__(self, firewall: Firewall, rng: random.Random,
                  clock: Callable[[], float] = time.monotonic,
@@ -71,6 +88,8 @@ class TargetedNemesis:
             return {**op, "type": "info", "value": {"healed": True, "started": started}}
         spec = op.get("value")
         options = spec if isinstance(spec, dict) else {}
+        if op["f"] == "strand-follower":
+            return {**op, "type": "info", "value": self._strand_follower(cluster, options)}
         found = leader_and_followers(cluster, self.rng, options.get("topic"),
                                      options.get("partition"), internal=False)
         if found is None or not cluster.running(found[1]):
@@ -135,6 +154,45 @@ class TargetedNemesis:
         value["elections"].append(self._next_election(cluster, state, after))
         return value
 
+    # -- strand followers from the next leader, then kill the leader and the next ----------
+
+    def _strand_follower(self, cluster: ClusterControl, options: dict) -> dict[str, Any] | str:
+        try:
+            snapshot = read_snapshot(cluster.zk)
+        except Exception:  # kazoo raises timeouts and connection losses of several kinds
+            return "no-target"
+        plan = strand_plan(snapshot, self.rng, options.get("topic"), options.get("partition"))
+        if plan is None:
+            return "no-target"
+        state, next_leader, stranded = plan
+        leader, successor = cluster.broker_node(state.leader), cluster.broker_node(next_leader)
+        stranded_nodes = [cluster.broker_node(b) for b in stranded]
+        value: dict[str, Any] = {"topic": state.topic, "partition": state.partition,
+                                 "leader": leader, "next_leader": successor,
+                                 "stranded": stranded_nodes}
+        if not cluster.running(leader):
+            return "no-target"
+        self.firewall.set(cluster, LAYER, grudges.between([successor], stranded_nodes))
+        if not cluster.kill(leader):
+            self.firewall.clear(cluster, LAYER)
+            return {**value, leader: "not-killed"}
+        self.killed.add(leader)
+        value[leader] = "killed"
+        first = self._next_election(cluster, state, state)
+        value["elections"] = [first]
+        new = first["leader"]
+        if new not in cluster.brokers or new == leader:
+            return value
+        self.sleep(STRAND_SECONDS)
+        if cluster.kill(new):
+            self.killed.add(new)
+            value[new] = "killed-new-leader"
+        self.firewall.clear(cluster, LAYER)
+        after = PartitionState(state.topic, state.partition, cluster.broker_id(new),
+                               first["leader_epoch"], (), ())
+        value["elections"].append(self._next_election(cluster, state, after))
+        return value
+
     # -- waiting on ZooKeeper ---------------------------------------------------------------
 
     def _next_election(self, cluster: ClusterControl, state: PartitionState,
@@ -174,6 +232,29 @@ class TargetedNemesis:
             if self.clock() >= deadline:
                 return None
             self.sleep(POLL)
+
+
+def strand_plan(snapshot: Snapshot, rng: random.Random, topic: str | None = None,
+                partition: int | None = None
+                ) -> tuple[PartitionState, int, tuple[int, ...]] | None:
+    """A partition for `strand-follower` (of a topic not named "__..." unless given), with
+    a leader and every replica of at least three in its ISR; the follower the controller
+    elects next (first in assignment order); the other followers, to strand. Partitions
+    whose controller is a stranded follower come first; then a random one."""
+    candidates = []
+    for state in snapshot.partitions:
+        if (topic is not None and state.topic != topic) or \
+                (topic is None and state.topic.startswith("__")) or \
+                (partition is not None and state.partition != partition):
+            continue
+        if state.leader < 0 or len(state.replicas) < 3 or set(state.isr) != set(state.replicas):
+            continue
+        followers = [b for b in state.replicas if b != state.leader]
+        candidates.append((state, followers[0], tuple(followers[1:])))
+    if not candidates:
+        return None
+    preferred = [c for c in candidates if snapshot.controller in c[2]]
+    return rng.choice(preferred or candidates)
 
 
 def _partition_state(cluster: ClusterControl, state: PartitionState) -> PartitionState | None:

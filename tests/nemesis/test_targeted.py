@@ -11,8 +11,8 @@ import pytest
 from nemesis.package import FAULTS, GROUPS, check_applicable, expand, package
 from nemesis.partition import Firewall
 from nemesis.power_loss import CrashLoseUnflushedNemesis
-from nemesis.targeted import TargetedNemesis
-from nemesis.targets import leader_and_followers
+from nemesis.targeted import STRAND_SECONDS, TargetedNemesis, strand_plan
+from nemesis.targets import PartitionState, Snapshot, leader_and_followers
 from tests.support.fake_cluster import FakeCluster, FakeResult
 
 STATE = "/brokers/topics/t/partitions/0/state"
@@ -128,6 +128,38 @@ def test_kill_new_leader_kills_the_leader_then_its_successor():
     assert nemesis.invoke(cluster, {"f": "heal-targeted"})["value"]["started"] == ["n4", "n5"]
 
 
+def test_strand_follower_elects_a_follower_cut_off_from_the_leader_before_it():
+    cluster, nemesis, clock = setup()
+    seen_drops = []
+    kill = cluster.kill
+
+    def kill_and_look(node: str, service: str = "broker") -> bool:
+        seen_drops.append({n: set(d) for n, d in cluster.remote.drops.items() if d})
+        return kill(node, service)
+
+    cluster.kill = kill_and_look
+    value = nemesis.invoke(cluster, {"f": "strand-follower", "value": "leader"})["value"]
+    assert (value["leader"], value["next_leader"], value["stranded"]) == ("n4", "n5", ["n1"])
+    assert seen_drops[0] == {"n5": {"n1"}, "n1": {"n5"}}, "cut before the leader dies"
+    assert value["n4"] == "killed" and value["n5"] == "killed-new-leader"
+    assert [e["leader"] for e in value["elections"]] == ["n5", "n1"]
+    assert clock.now >= STRAND_SECONDS
+    assert not any(cluster.remote.drops.values()), "the cut ends with the second kill"
+    assert nemesis.invoke(cluster, {"f": "heal-targeted"})["value"]["started"] == ["n4", "n5"]
+
+
+def test_strand_plan_prefers_a_partition_whose_controller_is_stranded():
+    def state(partition: int, replicas: tuple[int, ...], isr: tuple[int, ...] | None = None):
+        return PartitionState("t", partition, replicas[0], 1, isr or replicas, replicas)
+
+    partitions = (state(0, (1, 2, 3)), state(1, (2, 3, 1)), state(2, (3, 1, 2)),
+                  state(3, (1, 2, 3), (1, 2)), state(4, (1, 2)))
+    snapshot = Snapshot(1, 1, frozenset({1, 2, 3}), partitions)
+    assert strand_plan(snapshot, random.Random(3)) == (partitions[1], 3, (1,))
+    leaderless = Snapshot(None, 1, frozenset({1, 2, 3}), partitions[3:])
+    assert strand_plan(leaderless, random.Random(3)) is None, "full ISR of 3 or more needed"
+
+
 def test_an_election_that_never_comes_times_out():
     cluster, nemesis, clock = setup()
     cluster.zk._react = lambda: None  # no controller
@@ -159,7 +191,7 @@ def test_crash_lose_unflushed_takes_every_replica_of_a_partition_at_once():
 
 def test_faults_groups_and_what_they_need():
     assert expand("targeted") == ["shrink-isr-kill-leader", "shrink-isr-isolate-leader",
-                                  "kill-new-leader"]
+                                  "kill-new-leader", "strand-follower"]
     assert "crash-lose-unflushed" not in GROUPS["all"], "all must run without the knob"
     assert set(GROUPS["targeted"]) <= set(GROUPS["all"])
     assert FAULTS["crash-lose-unflushed"].stop == "power-on"
@@ -176,7 +208,7 @@ def test_package_stops_targeted_faults_with_one_heal():
     pkg = package("targeted,crash-lose-unflushed", seed=3, time_limit=120, interval=5)
     assert [op["f"] for op in pkg.final_generator] == ["heal-targeted", "power-on", "heal"]
     starts = {op["f"] for op in pkg.generator}
-    assert starts <= {"shrink-isr", "kill-new-leader", "crash-lose-unflushed",
+    assert starts <= {"shrink-isr", "kill-new-leader", "strand-follower", "crash-lose-unflushed",
                       "heal-targeted", "power-on"}
     assert {"shrink-isr", "kill-new-leader"} <= starts
 

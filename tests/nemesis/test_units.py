@@ -72,7 +72,8 @@ def test_expand_names_and_groups():
                    "restart", "pause", "pause-zookeeper", "expire-session",
                    "kill-coordinator", "isolate-coordinator", "pause-consumers",
                    "add-partitions", "isolate-leader", "shrink-isr-kill-leader",
-                   "shrink-isr-isolate-leader", "kill-new-leader", "crash-lose-unflushed"}
+                   "shrink-isr-isolate-leader", "kill-new-leader", "strand-follower",
+                       "crash-lose-unflushed"}
     assert set(FAULTS) == issue_names
 
 
