@@ -26,6 +26,7 @@ import time
 from collections.abc import Callable
 from typing import Protocol, runtime_checkable
 
+from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import AdminClient, NewPartitions
 
 from nemesis.targets import ClusterControl
@@ -162,17 +163,29 @@ class PauseConsumersNemesis:
         return resumed
 
 
-def create_partitions(bootstrap_servers: str, topic: str, more: int) -> tuple[int, int]:
-    """Grow `topic` by `more` partitions (CreatePartitions); (count before, count after)."""
+def create_partitions(bootstrap_servers: str, topic: str, more: int,
+                      attempts: int = 3) -> tuple[int, int]:
+    """Grow `topic` by `more` partitions (CreatePartitions); (count before, count after).
+    The count comes from a broker's metadata, which may lag a growth the controller already
+    made: INVALID_PARTITIONS then means the count was stale, and it is read again."""
     admin = AdminClient({"bootstrap.servers": bootstrap_servers})
-    metadata = admin.list_topics(topic, timeout=ADMIN_TIMEOUT).topics[topic]
-    if metadata.error is not None:
-        raise RuntimeError(f"topic {topic!r}: {metadata.error}")
-    before = len(metadata.partitions)
-    futures = admin.create_partitions([NewPartitions(topic, before + more)],
-                                      operation_timeout=ADMIN_TIMEOUT)
-    futures[topic].result(timeout=ADMIN_TIMEOUT)
-    return before, before + more
+    attempt = 1
+    while True:
+        metadata = admin.list_topics(topic, timeout=ADMIN_TIMEOUT).topics[topic]
+        if metadata.error is not None:
+            raise RuntimeError(f"topic {topic!r}: {metadata.error}")
+        before = len(metadata.partitions)
+        futures = admin.create_partitions([NewPartitions(topic, before + more)],
+                                          operation_timeout=ADMIN_TIMEOUT)
+        try:
+            futures[topic].result(timeout=ADMIN_TIMEOUT)
+        except KafkaException as error:
+            if error.args[0].code() != KafkaError.INVALID_PARTITIONS or attempt >= attempts:
+                raise
+            attempt += 1
+            time.sleep(1.0)
+            continue
+        return before, before + more
 
 
 class AddPartitionsNemesis:
