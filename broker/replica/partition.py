@@ -135,6 +135,7 @@ class Partition:
         self.read_uncommitted_leak = read_uncommitted_leak
         self.delayed_produce = DelayedProduce()
         self.fetch_waiters = FetchWaiters()
+        self.replica_fetch_waiters = FetchWaiters()
         self._isr_writer = isr_writer
 
     def __repr__(self) -> str:
@@ -214,6 +215,7 @@ class Partition:
     def abort_waiters(self, code: int) -> None:
         self.delayed_produce.fail_all(code)
         self.fetch_waiters.notify()
+        self.replica_fetch_waiters.notify()
 
     def check_leader_epoch(self, current_leader_epoch: int) -> None:
         """Fencing of requests carrying the leader epoch the client knows (KIP-320)."""
@@ -274,6 +276,7 @@ class Partition:
 
     def _appended(self) -> None:
         self.fetch_waiters.notify()
+        self.replica_fetch_waiters.notify()
         self._maybe_increment_hw()
 
     def append_as_follower(self, records: bytes, leader_high_watermark: int) -> None:

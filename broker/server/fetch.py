@@ -5,7 +5,10 @@ read_committed); followers (replica_id >= 0) read up to the LEO. Every answer ca
 A follower's fetch offset is its log end offset: the leader records it (which may move
 the high watermark and expand the ISR) before reading. If fewer than `min_bytes` are
 available the request parks in the partitions' fetch purgatory until new data or a
-high-watermark change (which is what moves the LSO) arrives or `max_wait_ms` passes. No
+high-watermark change (which is what moves the LSO) arrives or `max_wait_ms` passes; a
+follower's fetch wakes on new data (or a leadership change) only, as Kafka's DelayedFetch
+does: a follower learns a higher high watermark with its next fetch, so its own trails
+the leader's by one fetch (the window of KIP-101's first scenario). No
 fetch sessions: the response always carries session id 0, so clients send full requests.
 """
 
@@ -50,7 +53,7 @@ async def handle(context, request, version: int, header):
     results, total = _read_all(context, wanted, replica_id, request.max_bytes, committed)
     if total < max(request.min_bytes, 1) and request.max_wait_ms > 0 and not _has_errors(results):
         waiters = [
-            p.fetch_waiters
+            p.replica_fetch_waiters if replica_id >= 0 else p.fetch_waiters
             for name, part in wanted
             if (p := context.replicas.partitions.get((name, part.partition))) is not None
         ]

@@ -55,6 +55,26 @@ def test_high_watermark_is_min_leo_over_isr_and_completes_acks_all(tmp_path):
     asyncio.run(scenario())
 
 
+def test_a_high_watermark_advance_wakes_parked_consumer_fetches_but_not_follower_fetches(
+        tmp_path):
+    """As Kafka's DelayedFetch: a follower's parked fetch completes on new data only, so a
+    follower learns a higher high watermark with its next fetch (KIP-101's window)."""
+    async def scenario():
+        partition, _ = leader(tmp_path)
+        partition.append_as_leader(batch(1), -1)
+        partition.update_follower(2, 1)
+        consumer, follower = asyncio.Future(), asyncio.Future()
+        partition.fetch_waiters.watch(consumer)
+        partition.replica_fetch_waiters.watch(follower)
+        partition.update_follower(3, 1)
+        assert partition.high_watermark == 1
+        assert consumer.done() and not follower.done()
+        partition.append_as_leader(batch(1), -1)
+        assert follower.done()
+
+    asyncio.run(scenario())
+
+
 def test_min_insync_replicas_before_and_after_append(tmp_path):
     async def scenario():
         partition, writes = leader(tmp_path, isr=(1,), min_isr=2)
