@@ -11,7 +11,10 @@ Classification (`outcome`): an error that proves the request was rejected before
 anything was appended is `fail`; everything else (timeouts, NOT_LEADER_OR_FOLLOWER,
 NOT_ENOUGH_REPLICAS_AFTER_APPEND, network errors, unknown errors) is `info`. A
 retriable rejection (NOT_ENOUGH_REPLICAS) after the producer may have retried is
-`info` too: an earlier attempt that timed out may have been appended.
+`info` too: an earlier attempt that timed out may have been appended. librdkafka may
+re-send a message even with retries=0 (after a leader change it sends it again to the new
+leader: a Kafka run saw NOT_ENOUGH_REPLICAS from the new leader for a message the old one
+had appended), so the confluent client always counts as retried.
 
 A `txn` op (`transactional` options) is one Kafka transaction of the adapter's
 (`_txn`; only the confluent one runs them, `workloads.txn_confluent`). Keys may live on

@@ -201,7 +201,7 @@ class ConfluentClient(QueueClient):
                     return completed(op, "fail", op["value"], error=name)
                 raise
         self.producer.flush(options.op_timeout)
-        return send_completion(op, deliveries, retried=options.retries > 0)
+        return send_completion(op, deliveries, retried=True)
 
     def _poll(self, op: Mapping[str, Any]) -> dict[str, Any]:
         options = self.options
