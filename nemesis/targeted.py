@@ -135,7 +135,9 @@ class TargetedNemesis:
     # -- kill the leader, then the leader elected after it ---------------------------------
 
     def _kill_new_leader(self, cluster: ClusterControl, state: PartitionState,
-                         leader: str) -> dict[str, Any]:
+                         leader: str, pause: float = 0.0) -> dict[str, Any]:
+        """Kill `leader`, wait for the next election, `pause` seconds, then kill the newly
+        elected leader and wait for the election after that."""
         value: dict[str, Any] = {"topic": state.topic, "partition": state.partition,
                                  "leader": leader}
         if not cluster.kill(leader):
@@ -145,7 +147,11 @@ class TargetedNemesis:
         first = self._next_election(cluster, state, state)
         value["elections"] = [first]
         new = first["leader"]
-        if new not in cluster.brokers or new == leader or not cluster.kill(new):
+        if new not in cluster.brokers or new == leader:
+            return value
+        if pause:
+            self.sleep(pause)
+        if not cluster.kill(new):
             return value
         self.killed.add(new)
         value[new] = "killed-new-leader"
@@ -167,31 +173,14 @@ class TargetedNemesis:
         state, next_leader, stranded = plan
         leader, successor = cluster.broker_node(state.leader), cluster.broker_node(next_leader)
         stranded_nodes = [cluster.broker_node(b) for b in stranded]
-        value: dict[str, Any] = {"topic": state.topic, "partition": state.partition,
-                                 "leader": leader, "next_leader": successor,
-                                 "stranded": stranded_nodes}
         if not cluster.running(leader):
             return "no-target"
         self.firewall.set(cluster, LAYER, grudges.between([successor], stranded_nodes))
-        if not cluster.kill(leader):
+        try:
+            value = self._kill_new_leader(cluster, state, leader, pause=STRAND_SECONDS)
+        finally:
             self.firewall.clear(cluster, LAYER)
-            return {**value, leader: "not-killed"}
-        self.killed.add(leader)
-        value[leader] = "killed"
-        first = self._next_election(cluster, state, state)
-        value["elections"] = [first]
-        new = first["leader"]
-        if new not in cluster.brokers or new == leader:
-            return value
-        self.sleep(STRAND_SECONDS)
-        if cluster.kill(new):
-            self.killed.add(new)
-            value[new] = "killed-new-leader"
-        self.firewall.clear(cluster, LAYER)
-        after = PartitionState(state.topic, state.partition, cluster.broker_id(new),
-                               first["leader_epoch"], (), ())
-        value["elections"].append(self._next_election(cluster, state, after))
-        return value
+        return {**value, "next_leader": successor, "stranded": stranded_nodes}
 
     # -- waiting on ZooKeeper ---------------------------------------------------------------
 
