@@ -199,8 +199,7 @@ def parse_plan(data: Mapping[str, Any], source: str) -> Plan:
         raise PlanError(f"{source}: name must be a plain name (letters, digits, . _ + -), "
                         f"got {name!r}")
     budget = data.get("budget")
-    if budget is not None and (isinstance(budget, bool) or not isinstance(budget, int | float)
-                               or budget <= 0):
+    if budget is not None and not _positive(budget):
         raise PlanError(f"{source}: budget must be minutes > 0, got {budget!r}")
     parallel = data.get("parallel", 1)
     if isinstance(parallel, bool) or not isinstance(parallel, int) or parallel < 1:
@@ -285,6 +284,11 @@ def _names(value: Any, source: str, where: str) -> list[str]:
     return value
 
 
+def _positive(value: Any) -> bool:
+    """A number (not a bool) above 0."""
+    return not isinstance(value, bool) and isinstance(value, int | float) and value > 0
+
+
 def _anomaly_types(value: Mapping[str, Any], key: str, source: str,
                    where: str) -> tuple[str, ...]:
     types = value.get(key, [])
@@ -318,8 +322,7 @@ def _expectation(value: Any, source: str, where: str) -> Expectation:
         raise PlanError(f"{source}: {where}.found_in must be a number of seeds >= 1, "
                         f"got {found_in!r}")
     within = value.get("within")
-    if within is not None and (isinstance(within, bool) or not isinstance(within, int | float)
-                               or within <= 0):
+    if within is not None and not _positive(within):
         raise PlanError(f"{source}: {where}.within must be seconds > 0, got {within!r}")
     return Expectation(anomalies, attributed, found_in,
                        float(within) if within is not None else None, any_of)
