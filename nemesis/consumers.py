@@ -163,26 +163,33 @@ class PauseConsumersNemesis:
         return resumed
 
 
+STALE_METADATA = frozenset({KafkaError.LEADER_NOT_AVAILABLE, KafkaError.UNKNOWN_TOPIC_OR_PART})
+
+
 def create_partitions(bootstrap_servers: str, topic: str, more: int,
-                      attempts: int = 3) -> tuple[int, int]:
+                      within: float = ADMIN_TIMEOUT) -> tuple[int, int]:
     """Grow `topic` by `more` partitions (CreatePartitions); (count before, count after).
-    The count comes from a broker's metadata, which may lag a growth the controller already
-    made: INVALID_PARTITIONS then means the count was stale, and it is read again."""
+    The count comes from a broker's metadata, which may lag the controller: a topic just
+    created may not be known there yet (LEADER_NOT_AVAILABLE, UNKNOWN_TOPIC_OR_PART), and
+    a growth already made shows as INVALID_PARTITIONS. Both are read again for `within`
+    seconds, then raised."""
     admin = AdminClient({"bootstrap.servers": bootstrap_servers})
-    attempt = 1
+    deadline = time.monotonic() + within
     while True:
         metadata = admin.list_topics(topic, timeout=ADMIN_TIMEOUT).topics[topic]
         if metadata.error is not None:
-            raise RuntimeError(f"topic {topic!r}: {metadata.error}")
+            if metadata.error.code() not in STALE_METADATA or time.monotonic() >= deadline:
+                raise RuntimeError(f"topic {topic!r}: {metadata.error}")
+            time.sleep(0.5)
+            continue
         before = len(metadata.partitions)
         futures = admin.create_partitions([NewPartitions(topic, before + more)],
                                           operation_timeout=ADMIN_TIMEOUT)
         try:
             futures[topic].result(timeout=ADMIN_TIMEOUT)
         except KafkaException as error:
-            if error.args[0].code() != KafkaError.INVALID_PARTITIONS or attempt >= attempts:
+            if error.args[0].code() != KafkaError.INVALID_PARTITIONS or time.monotonic() >= deadline:
                 raise
-            attempt += 1
             time.sleep(1.0)
             continue
         return before, before + more
