@@ -29,7 +29,6 @@ from collections.abc import Mapping
 from typing import Any
 
 from confluent_kafka import (
-    OFFSET_BEGINNING,
     Consumer,
     KafkaError,
     KafkaException,
@@ -56,6 +55,7 @@ __all__ = ["ConfluentClient"]
 SETUP_TIMEOUT = 60.0
 TXN_BUDGET = 0.8  # of the op timeout, for a transaction to end before the worker gives up
 TXN_REQUEST_TIMEOUT_MS = 30000  # Kafka's default, and at least twice message.timeout.ms
+FIRST_OFFSET = 0  # where every partition of the workloads' topics begins
 
 
 class ConfluentClient(QueueClient):
@@ -300,12 +300,18 @@ class ConfluentClient(QueueClient):
         return ["poll", reads]
 
     def _assign(self, keys: list[Any], seek_to_beginning: bool) -> None:
+        """Assign `keys`, each at an explicit offset: the beginning is offset 0 (the
+        workloads' topics never delete records). librdkafka 2.16 resolves a logical
+        offset (OFFSET_BEGINNING) with ListOffsets, and a reply that an assign made
+        outdated re-arms a 500 ms query timer which a later assign does not stop: it then
+        fires and moves the re-assigned partition back to the beginning, re-delivering
+        records (nonmonotonic-poll). Explicit offsets never start that query."""
         if self.consumer is None:
             self.consumer = Consumer(self._consumer_config())
         starts = self.positions.assign(keys, seek_to_beginning)
         self.consumer.assign([
             TopicPartition(self.options.topic_of(key), self.options.key_partitions[key],
-                           OFFSET_BEGINNING if start is None else start)
+                           FIRST_OFFSET if start is None else start)
             for key, start in starts.items()])
 
     def _committed(self, group: str) -> dict[Any, int | None]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+import time
 
 import pytest
 
@@ -100,3 +101,40 @@ def test_kill_leader_mid_run_gives_info_not_crashes(cluster, tmp_path, client):
     assert any(op.type == "info" and op.extra.get("error") for op in ops)
     assert sum(1 for op in ops if op.f == "send" and op.type == "ok") > 40
     assert result.valid is True, result.anomalies
+
+
+@pytest.mark.parametrize("client", ["confluent", "kafka-python"])
+def test_reassign_while_the_first_positions_resolve_resumes_where_it_read(cluster, client):
+    """A fresh consumer assigned from the beginning, re-assigned from the beginning half a
+    second later (when librdkafka's first offset query fires), then re-assigned at its
+    positions: no key reads an offset again. librdkafka 2.16 did, from a logical offset."""
+    servers = tuple(b.bootstrap for b in cluster.brokers.values())
+    options = QueueOptions(bootstrap_servers=servers, client=client, keys=3, op_timeout=4,
+                           topic=f"reassign-{client}")
+    workload = queue_workload(options)
+    workload.client.setup({})
+    value = iter(range(10_000))
+    read: dict[int, list[int]] = {}
+    adapter = workload.client.open({}, None)
+    started = time.monotonic()
+
+    def send_and_poll_until(moment: float) -> None:
+        while time.monotonic() - started < moment:
+            adapter.invoke({}, {"f": "send", "process": 0,
+                                "value": [["send", next(value) % 3, next(value)]]})
+            polled = adapter.invoke({}, {"f": "poll", "process": 0, "value": [["poll"]]})
+            for key, pairs in polled["value"][0][1].items():
+                read.setdefault(key, []).extend(offset for offset, _ in pairs)
+
+    try:
+        send_and_poll_until(0.5)
+        adapter.invoke({}, {"f": "assign", "value": [1, 2], "seek_to_beginning": True})
+        read.pop(1, None), read.pop(2, None)
+        send_and_poll_until(1.0)
+        adapter.invoke({}, {"f": "assign", "value": [0, 1, 2], "seek_to_beginning": False})
+        send_and_poll_until(2.5)
+    finally:
+        adapter.close({})
+    assert all(key in read for key in (0, 1, 2)), read
+    for key, offsets in read.items():
+        assert offsets == sorted(set(offsets)), (key, offsets)
