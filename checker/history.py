@@ -63,6 +63,11 @@ FAULT_STOPS: dict[str, str] = {
     "kill": "start",
     "pause": "resume",
     "pause-zookeeper": "resume-zookeeper",
+    "shrink-isr": "heal-targeted",
+    "kill-new-leader": "heal-targeted",
+    "strand-follower": "heal-targeted",
+    "depose-coordinator": "heal-targeted",
+    "crash-lose-unflushed": "power-on",
 }
 HEAL = "heal"
 CORE_FIELDS = ("index", "time", "type", "process", "f", "value")
@@ -604,14 +609,20 @@ class NemesisPeriod:
 
 def nemesis_periods(ops: list[Op]) -> list[NemesisPeriod]:
     """Faults in force over time, from the nemesis ops (completions, or lone info ops): a
-    lasting fault from its start op to its stop op or the next `heal`, in start order."""
+    lasting fault from the invocation of its start op (a targeted fault acts before it
+    completes) to the completion of its stop op or the next `heal`, in start order."""
     periods: list[NemesisPeriod] = []
     open_faults: dict[str, tuple[int, Any, list[int]]] = {}
+    invoked: dict[str, int] = {}
     stop_of = dict(FAULT_STOPS)
     for op in ops:
-        if op.process != NEMESIS or op.type == "invoke":
+        if op.process != NEMESIS:
+            continue
+        if op.type == "invoke":
+            invoked[op.f] = op.time
             continue
         f = op.f
+        invoked_at = invoked.pop(f, op.time)
         if f.startswith("start-") and f not in stop_of:
             stop_of[f] = "stop-" + f[len("start-"):]
         starts_for_stop = [s for s, stop in stop_of.items() if stop == f and s in open_faults]
@@ -624,7 +635,7 @@ def nemesis_periods(ops: list[Op]) -> list[NemesisPeriod]:
                                              (*indices, op.index)))
         elif f in stop_of:
             if f not in open_faults:
-                open_faults[f] = (op.time, op.value, [op.index])
+                open_faults[f] = (invoked_at, op.value, [op.index])
         elif f != HEAL and f not in stop_of.values():
             periods.append(NemesisPeriod(f, op.time, op.time, op.value, (op.index,)))
     for start, (began, value, indices) in open_faults.items():

@@ -8,12 +8,12 @@ the test started, at which to invoke them), `final_generator` (every stop op, th
 all links open, every process resumed and running) and `perf` (for plots: each fault's
 start and stop fs). Nemesis ops are `{"type": "info", "process": "nemesis", "f", "value"}`.
 
-Consumer-group faults (`kill-coordinator`, `isolate-coordinator`, `pause-consumers`,
-`add-partitions`) act on the run's consumers, which the harness hands over once the
+Consumer-group faults (`kill-coordinator`, `isolate-coordinator`, `depose-coordinator`,
+`pause-consumers`, `add-partitions`) act on the run's consumers, which the harness hands over once the
 workload is built: `package.consumers.attach(workload)` (see `nemesis.consumers`).
 
 Targeted faults (`nemesis.targeted`: `shrink-isr-kill-leader`, `shrink-isr-isolate-leader`,
-`kill-new-leader`, `strand-follower`) wait inside their op for the cluster to react. A fault
+`kill-new-leader`, `strand-follower`, `depose-coordinator`) wait inside their op for the cluster to react. A fault
 may need something of the system under test (`Fault.requires`: `crash-lose-unflushed` needs
 our broker with kchaos.debug.lose-unflushed-on-crash=true); `check_applicable` refuses it
 otherwise, and the `all` group leaves such faults out.
@@ -135,13 +135,15 @@ FAULTS: dict[str, Fault] = {
                                        "heal-targeted"),
     "kill-new-leader": Fault("targeted", "kill-new-leader", ("leader",), "heal-targeted"),
     "strand-follower": Fault("targeted", "strand-follower", ("leader",), "heal-targeted"),
+    "depose-coordinator": Fault("targeted", "depose-coordinator", ("coordinator",),
+                                "heal-targeted"),
     "crash-lose-unflushed": Fault("crash-lose-unflushed", "crash-lose-unflushed",
                                   ("one", "leader", "replicas"), "power-on", POWER_LOSS),
 }
 GROUPS: dict[str, tuple[str, ...]] = {
     "partition": tuple(_PARTITION),
     "targeted": ("shrink-isr-kill-leader", "shrink-isr-isolate-leader", "kill-new-leader",
-                 "strand-follower"),
+                 "strand-follower", "depose-coordinator"),
     "all": tuple(name for name, fault in FAULTS.items() if fault.requires is None),
 }
 
@@ -312,7 +314,8 @@ KINDS: dict[str, Callable[[Firewall, random.Random, Consumers], Nemesis]] = {
     "expire-session": lambda firewall, rng, consumers: ExpireSessionNemesis(firewall, rng),
     "pause-consumers": lambda firewall, rng, consumers: PauseConsumersNemesis(consumers, rng),
     "add-partitions": lambda firewall, rng, consumers: AddPartitionsNemesis(consumers),
-    "targeted": lambda firewall, rng, consumers: TargetedNemesis(firewall, rng),
+    "targeted": lambda firewall, rng, consumers: TargetedNemesis(firewall, rng,
+                                                                  consumers=consumers),
     "crash-lose-unflushed": lambda firewall, rng, consumers: CrashLoseUnflushedNemesis(rng),
 }
 

@@ -26,6 +26,13 @@ the cluster to react (through ZooKeeper, as nemeses see it) and says what it saw
   leader for its epoch's end offset first, cannot, and keeps its log. A partition whose
   controller is one of the stranded followers is preferred, so the cut does not hold up
   their LeaderAndIsr.
+- `depose-coordinator` with value "coordinator": isolate the broker coordinating one of
+  the run's consumer groups or transactional ids from every node, ZooKeeper included,
+  but not from the clients; wait (at most two session timeouts + a margin) until the
+  controller elects another leader of the key's internal partition, hold
+  `DEPOSED_SECONDS` while the clients still talk to the deposed coordinator, then lift
+  the cut. Whatever it accepted alone is not on the new coordinator: a coordinator that
+  acknowledges only replicated writes accepted nothing meanwhile.
 - `heal-targeted`: lift this nemesis's firewall layer and start the brokers it killed.
 
 Completions name the partition, the nodes acted on (`{"n1": "killed"}`, `"isolated"`,
@@ -41,35 +48,42 @@ from collections.abc import Callable
 from typing import Any
 
 from nemesis import grudge as grudges
+from nemesis.consumers import NO_COORDINATED, Consumers, skipped
 from nemesis.partition import Firewall
 from nemesis.targets import (
     ZK_TIMEOUT,
     ClusterControl,
     PartitionState,
     Snapshot,
+    coordinator_target,
     leader_and_followers,
     parse_partition_state,
+    read_partition_state,
     read_snapshot,
 )
 
-__all__ = ["ELECTION_MARGIN", "LAYER", "SHRINK_MARGIN", "STRAND_SECONDS", "TargetedNemesis",
-           "strand_plan"]
+__all__ = ["DEPOSED_SECONDS", "ELECTION_MARGIN", "LAYER", "SHRINK_MARGIN", "STRAND_SECONDS",
+           "TargetedNemesis", "strand_plan"]
 
 LAYER = "targeted"
 STRAND_SECONDS = 1.0  # stranded followers truncate meanwhile; they stay in the ISR
 SHRINK_MARGIN = 5.0  # seconds beyond replica.lag.time.max.ms to wait for the ISR shrink
 ELECTION_MARGIN = 5.0  # seconds beyond two session timeouts to wait for an election
+DEPOSED_SECONDS = 3.0  # clients keep talking to a deposed coordinator meanwhile
 POLL = 0.02  # ZooKeeper polls: a new leader is acted on within tens of milliseconds
 
 
 class TargetedNemesis:
-    fs = frozenset({"shrink-isr", "kill-new-leader", "strand-follower", "heal-targeted"})
+    fs = frozenset({"shrink-isr", "kill-new-leader", "strand-follower", "depose-coordinator",
+                    "heal-targeted"})
 
     def __init__(self, firewall: Firewall, rng: random.Random,
                  clock: Callable[[], float] = time.monotonic,
-                 sleep: Callable[[float], None] = time.sleep) -> None:
+                 sleep: Callable[[float], None] = time.sleep,
+                 consumers: Consumers | None = None) -> None:
         self.firewall = firewall
         self.rng = rng
+        self.consumers = consumers if consumers is not None else Consumers()
         self.clock = clock
         self.sleep = sleep
         self.killed: set[str] = set()
@@ -90,6 +104,8 @@ class TargetedNemesis:
         options = spec if isinstance(spec, dict) else {}
         if op["f"] == "strand-follower":
             return {**op, "type": "info", "value": self._strand_follower(cluster, options)}
+        if op["f"] == "depose-coordinator":
+            return self._depose_coordinator(cluster, op)
         found = leader_and_followers(cluster, self.rng, options.get("topic"),
                                      options.get("partition"), internal=False)
         if found is None or not cluster.running(found[1]):
@@ -181,6 +197,36 @@ class TargetedNemesis:
         finally:
             self.firewall.clear(cluster, LAYER)
         return {**value, "next_leader": successor, "stranded": stranded_nodes}
+
+    # -- isolate a coordinator until another broker coordinates ----------------------------
+
+    def _depose_coordinator(self, cluster: ClusterControl, op: dict) -> dict:
+        keys = self.consumers.coordinated()
+        if not keys:
+            return skipped(op, NO_COORDINATED)
+        found = coordinator_target(cluster, keys, self.rng)
+        if found is None:
+            return {**op, "type": "info", "value": "no-target"}
+        named, node = found
+        kind = "group" if "group" in named else "transaction"
+        topic, partition = cluster.coordinator_partition(next(iter(named.values())), kind)
+        try:
+            state = read_partition_state(cluster.zk, topic, partition)
+        except Exception:  # kazoo raises timeouts and connection losses of several kinds
+            state = None
+        if state is None or state.leader < 0 or cluster.broker_node(state.leader) != node:
+            return {**op, "type": "info", "value": "no-target"}
+        cut = grudges.isolate(node, list(cluster.nodes))
+        value: dict[str, Any] = {**named, "coordinator": node, "topic": topic,
+                                 "partition": partition, "cut": grudges.describe(cut)}
+        self.firewall.set(cluster, LAYER, cut)
+        try:
+            value["elections"] = [self._next_election(cluster, state, state)]
+            if value["elections"][0]["leader"] in cluster.brokers:
+                self.sleep(DEPOSED_SECONDS)
+        finally:
+            self.firewall.clear(cluster, LAYER)
+        return {**op, "type": "info", "value": value}
 
     # -- waiting on ZooKeeper ---------------------------------------------------------------
 

@@ -27,6 +27,7 @@ __all__ = [
     "leader_and_followers",
     "parse_assignment",
     "parse_partition_state",
+    "read_partition_state",
     "read_snapshot",
 ]
 
@@ -53,6 +54,7 @@ class ClusterControl(Protocol):
     @property
     def bootstrap_servers(self) -> str: ...
     def coordinator(self, key: str, kind: str = "group") -> str | None: ...
+    def coordinator_partition(self, key: str, kind: str = "group") -> tuple[str, int]: ...
     def broker_id(self, node: str) -> int: ...
     def broker_node(self, broker_id: int) -> str: ...
     def zookeeper_mode(self, node: str) -> str | None: ...
@@ -98,6 +100,18 @@ def parse_assignment(data: bytes) -> dict[int, tuple[int, ...]]:
     """/brokers/topics/<t>: partition -> replicas in assignment order."""
     return {int(p): tuple(int(b) for b in replicas)
             for p, replicas in json.loads(data).get("partitions", {}).items()}
+
+
+def read_partition_state(zk: Any, topic: str, partition: int,
+                         timeout: float = ZK_TIMEOUT) -> PartitionState | None:
+    """One partition's state with its replicas, read now; None when it has no state znode
+    yet. Raises on a ZooKeeper error."""
+    path = f"/brokers/topics/{topic}"
+    if zk.exists_async(f"{path}/partitions/{partition}/state").get(timeout=timeout) is None:
+        return None
+    assignment = parse_assignment(zk.get_async(path).get(timeout=timeout)[0] or b"{}")
+    data = zk.get_async(f"{path}/partitions/{partition}/state").get(timeout=timeout)[0]
+    return parse_partition_state(topic, partition, data, assignment.get(partition, ()))
 
 
 def read_snapshot(zk: Any, timeout: float = ZK_TIMEOUT) -> Snapshot:

@@ -320,12 +320,16 @@ class Cluster:
             time.sleep(0.2)
         return self._loaded_coordinator(key, kind)
 
-    def _loaded_coordinator(self, key: str, kind: str = "group") -> str | None:
+    def coordinator_partition(self, key: str, kind: str = "group") -> tuple[str, int]:
+        """The internal topic and partition whose leader coordinates `key`."""
         spec = KINDS[kind]
         partitions = int(self.broker_set.overrides.get(spec.partitions_property,
                                                        spec.default_partitions))
-        found = loaded_coordinator(self._event_log_lines(), offsets_partition(key, partitions),
-                                   kind)
+        return spec.topic, offsets_partition(key, partitions)
+
+    def _loaded_coordinator(self, key: str, kind: str = "group") -> str | None:
+        _, partition = self.coordinator_partition(key, kind)
+        found = loaded_coordinator(self._event_log_lines(), partition, kind)
         return None if found is None or not 1 <= found <= len(self.brokers) \
             else self.broker_node(found)
 

@@ -30,9 +30,11 @@ VERSION = 2  # the newest version that is not flexible: one key, a plain respons
 
 @dataclass(frozen=True)
 class CoordinatorKind:
-    """How one kind of coordinator is asked for and shows up in our broker's event log."""
+    """How one kind of coordinator is asked for, the internal topic whose partition leaders
+    coordinate, and how a load shows up in our broker's event log."""
 
     key_type: int
+    topic: str
     partitions_property: str
     default_partitions: int
     loaded_event: str
@@ -41,9 +43,11 @@ class CoordinatorKind:
 
 
 KINDS = {
-    "group": CoordinatorKind(0, "offsets.topic.num.partitions", DEFAULT_OFFSETS_PARTITIONS,
-                             "coordinator-loaded", "offsets_partition", "leader_epoch"),
-    "transaction": CoordinatorKind(1, "transaction.state.log.num.partitions",
+    "group": CoordinatorKind(0, "__consumer_offsets", "offsets.topic.num.partitions",
+                             DEFAULT_OFFSETS_PARTITIONS, "coordinator-loaded",
+                             "offsets_partition", "leader_epoch"),
+    "transaction": CoordinatorKind(1, "__transaction_state",
+                                   "transaction.state.log.num.partitions",
                                    BrokerConfig.transaction_state_log_num_partitions,
                                    "txn-coordinator-loaded", "txn_partition",
                                    "coordinator_epoch"),

@@ -1,7 +1,8 @@
 """The consumer-group faults against a live cluster of our broker on namespaces: finding a
 group's coordinator (FindCoordinator, and the event logs' `coordinator-loaded` lines),
-kill-coordinator with its restart, isolate-coordinator's firewall rules and their heal, and
-add-partitions growing a topic. Needs root."""
+kill-coordinator with its restart, isolate-coordinator's firewall rules and their heal,
+depose-coordinator moving the group to another broker, and add-partitions growing a topic.
+Needs root."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ from harness.db.coordinator import offsets_partition
 from nemesis.consumers import AddPartitionsNemesis, Consumers
 from nemesis.partition import Firewall, PartitionNemesis
 from nemesis.process import KillNemesis
+from nemesis.targeted import TargetedNemesis
 from nemesis.targets import read_snapshot
 from tests.nemesis.test_consumer_faults import Targets, consumers_of
 from tests.support.cleanup import assert_nothing_left
@@ -106,6 +108,25 @@ def test_isolate_coordinator_drops_its_traffic_until_healed(cluster):
         healed = partitioner.invoke(cluster, {"f": "stop-partition"})
     assert healed["value"] == "network-healed"
     assert not any(drops(cluster, n) for n in cluster.nodes)
+    cluster.broker_set.wait_healthy(timeout=60)
+
+
+def test_depose_coordinator_holds_the_cut_until_another_broker_coordinates(cluster):
+    cluster.broker_set.wait_healthy(timeout=60)
+    group = "depose-group"
+    node = wait_for(lambda: offsets_leader(cluster, group) == cluster.coordinator(group) and
+                    cluster.coordinator(group), "the coordinator leading its partition")
+    deposer = TargetedNemesis(Firewall(), random.Random(0),
+                              consumers=consumers_of(Targets([], [group])))
+    done = deposer.invoke(cluster, {"f": "depose-coordinator", "value": "coordinator"})
+    value = done["value"]
+    assert (value["group"], value["coordinator"]) == (group, node)
+    assert value["partition"] == offsets_partition(group, OFFSETS_PARTITIONS)
+    assert set(value["cut"][node]) == set(cluster.nodes) - {node}
+    elected = value["elections"][0]["leader"]
+    assert elected in cluster.brokers and elected != node
+    assert not any(drops(cluster, n) for n in cluster.nodes), "the cut is lifted"
+    assert wait_for(lambda: cluster.coordinator(group) == elected, "the new coordinator")
     cluster.broker_set.wait_healthy(timeout=60)
 
 

@@ -11,7 +11,8 @@ import pytest
 from nemesis.package import FAULTS, GROUPS, check_applicable, expand, package
 from nemesis.partition import Firewall
 from nemesis.power_loss import CrashLoseUnflushedNemesis
-from nemesis.targeted import STRAND_SECONDS, TargetedNemesis, strand_plan
+from nemesis.consumers import NO_COORDINATED, Consumers
+from nemesis.targeted import DEPOSED_SECONDS, STRAND_SECONDS, TargetedNemesis, strand_plan
 from nemesis.targets import PartitionState, Snapshot, leader_and_followers
 from tests.support.fake_cluster import FakeCluster, FakeResult
 
@@ -191,7 +192,7 @@ def test_crash_lose_unflushed_takes_every_replica_of_a_partition_at_once():
 
 def test_faults_groups_and_what_they_need():
     assert expand("targeted") == ["shrink-isr-kill-leader", "shrink-isr-isolate-leader",
-                                  "kill-new-leader", "strand-follower"]
+                                  "kill-new-leader", "strand-follower", "depose-coordinator"]
     assert "crash-lose-unflushed" not in GROUPS["all"], "all must run without the knob"
     assert set(GROUPS["targeted"]) <= set(GROUPS["all"])
     assert FAULTS["crash-lose-unflushed"].stop == "power-on"
@@ -208,8 +209,8 @@ def test_package_stops_targeted_faults_with_one_heal():
     pkg = package("targeted,crash-lose-unflushed", seed=3, time_limit=120, interval=5)
     assert [op["f"] for op in pkg.final_generator] == ["heal-targeted", "power-on", "heal"]
     starts = {op["f"] for op in pkg.generator}
-    assert starts <= {"shrink-isr", "kill-new-leader", "strand-follower", "crash-lose-unflushed",
-                      "heal-targeted", "power-on"}
+    assert starts <= {"shrink-isr", "kill-new-leader", "strand-follower", "depose-coordinator",
+                      "crash-lose-unflushed", "heal-targeted", "power-on"}
     assert {"shrink-isr", "kill-new-leader"} <= starts
 
 
@@ -268,3 +269,56 @@ def nemesis_state(cluster, epoch=None):
     from nemesis.targets import PartitionState
 
     return PartitionState("t", 0, 4, 3 if epoch is None else epoch, (4, 5, 1), (4, 5, 1))
+
+
+class Coordinated:
+    """A workload with one consumer group, "g"."""
+
+    topic = "t"
+
+    def consumer_pids(self) -> list[int]:
+        return []
+
+    def groups(self) -> list[str]:
+        return ["g"]
+
+    def transactional_ids(self) -> list[str]:
+        return []
+
+
+def deposing(coordinator: str) -> tuple[FakeCluster, TargetedNemesis, Clock, list]:
+    """A cluster whose db names `coordinator` for group "g", coordinated from t-0 (leader
+    n4); the nemesis records the cut in force at each sleep."""
+    cluster, _, clock = setup()
+    cluster.coordinator = lambda key, kind="group": coordinator
+    cluster.coordinator_partition = lambda key, kind="group": ("t", 0)
+    consumers = Consumers()
+    consumers.attach(Coordinated())
+    cuts: list = []
+
+    def sleep(seconds: float) -> None:
+        cuts.append((seconds, dict(cluster.remote.drops)))
+        clock.sleep(seconds)
+
+    return cluster, TargetedNemesis(Firewall(), random.Random(1), clock, sleep,
+                                    consumers=consumers), clock, cuts
+
+
+def test_depose_coordinator_isolates_it_until_another_leads_its_partition_then_lifts_the_cut():
+    cluster, nemesis, _, cuts = deposing("n4")
+    value = nemesis.invoke(cluster, {"f": "depose-coordinator", "value": "coordinator"})["value"]
+    assert value["group"] == "g" and value["coordinator"] == "n4"
+    assert (value["topic"], value["partition"]) == ("t", 0)
+    assert value["elections"][0]["leader"] == "n5" and value["elections"][0]["leader_epoch"] == 4
+    held = [drops for seconds, drops in cuts if seconds == DEPOSED_SECONDS]
+    assert held and held[0]["n4"] == {"n1", "n2", "n3", "n5", "z1"}, "cut while deposed"
+    assert cluster.running("n4") and not any(cluster.remote.drops.values()), "lifted after"
+
+
+def test_depose_coordinator_without_groups_or_a_leading_coordinator_does_nothing():
+    cluster, nemesis, _, cuts = deposing("n5")
+    assert nemesis.invoke(cluster, {"f": "depose-coordinator"})["value"] == "no-target"
+    lone = TargetedNemesis(Firewall(), random.Random(1))
+    assert lone.invoke(cluster, {"f": "depose-coordinator"})["value"] == {
+        "skipped": NO_COORDINATED}
+    assert not cuts and not any(cluster.remote.drops.values())
