@@ -321,10 +321,15 @@ class Cluster:
         return self._loaded_coordinator(key, kind)
 
     def coordinator_partition(self, key: str, kind: str = "group") -> tuple[str, int]:
-        """The internal topic and partition whose leader coordinates `key`."""
+        """The internal topic and partition whose leader coordinates `key`: of the topic's
+        partition count in ZooKeeper once it exists (each db sizes it its own way), else
+        the configured one."""
         spec = KINDS[kind]
         partitions = int(self.broker_set.overrides.get(spec.partitions_property,
                                                        spec.default_partitions))
+        with contextlib.suppress(Exception):  # kazoo: NoNode, timeouts, connection losses
+            data, _ = self.zk.get_async(f"/brokers/topics/{spec.topic}").get(timeout=5.0)
+            partitions = len(json.loads(data)["partitions"]) or partitions
         return spec.topic, offsets_partition(key, partitions)
 
     def _loaded_coordinator(self, key: str, kind: str = "group") -> str | None:
