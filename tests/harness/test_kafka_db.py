@@ -98,6 +98,7 @@ def test_kafka_properties_have_the_chaos_defaults_one_listener_and_overrides_las
     assert properties["default.replication.factor"] == "3"
     assert properties["unclean.leader.election.enable"] == "false"
     assert properties["transaction.state.log.min.isr"] == "2"
+    assert properties["auto.create.topics.enable"] == "false"
     assert properties["num.io.threads"] == "8" and properties["min.insync.replicas"] == "2"
 
 

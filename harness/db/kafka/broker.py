@@ -58,10 +58,13 @@ log4j.logger.kafka.request.logger=WARN
 def kafka_properties(broker_id: int, address: str, zookeeper_connect: str, log_dir: str,
                      cluster_size: int, overrides: Mapping[str, str] | None = None) -> str:
     """Kafka's server.properties: the chaos defaults every db gets, one listener, sizes
-    for small machines (internal topics of few partitions, few threads), `overrides`."""
+    for small machines (internal topics of few partitions, few threads), no topic
+    auto-creation (before 0.11 any Metadata request for a topic creates it, with one
+    partition, ahead of the workload's CreateTopics), `overrides`."""
     properties = chaos_defaults(broker_id, zookeeper_connect, log_dir, cluster_size)
     properties.update({
         "listeners": f"PLAINTEXT://{address}:{CLIENT_PORT}",
+        "auto.create.topics.enable": "false",
         "offsets.topic.num.partitions": "3",
         "transaction.state.log.num.partitions": "3",
         "group.initial.rebalance.delay.ms": "0",
