@@ -4,7 +4,8 @@ PY := $(VENV)/bin/python
 export PYSPARK_PYTHON := $(abspath $(PY))
 export SPARK_LOCAL_IP := 127.0.0.1
 
-.PHONY: bootstrap run test test-docker test-groups-kafka test-txn-kafka lint bench nightly-smoke
+.PHONY: bootstrap run test test-docker test-groups-kafka test-txn-kafka lint bench nightly-smoke \
+	vagrant-bootstrap vagrant-box test-vagrant
 
 bootstrap:
 	@bash scripts/bootstrap.sh
@@ -18,6 +19,16 @@ test: bootstrap
 
 test-docker: bootstrap
 	KCHAOS_DOCKER_IMAGE_TESTS=1 $(PY) -m pytest -q tests/harness/test_docker_smoke.py tests/harness/test_docker_cluster.py tests/harness/test_docker_run.py
+
+# KVM machines of vagrant/Vagrantfile, with libvirtd in a network namespace of its own.
+vagrant-bootstrap: bootstrap
+	@bash scripts/bootstrap-vagrant.sh
+
+vagrant-box: vagrant-bootstrap
+	$(PY) -m harness.control.vagrant_box
+
+test-vagrant: vagrant-box
+	KCHAOS_VAGRANT_TESTS=1 $(PY) -m pytest -q -s tests/harness/test_vagrant_cluster.py
 
 test-groups-kafka: bootstrap
 	KCHAOS_KAFKA_GROUP_TESTS=1 $(PY) -m pytest -q -s tests/broker/test_group_clients.py

@@ -31,6 +31,7 @@ from harness.db.registry import DBS
 from harness.scenarios import SCENARIOS
 from nemesis.consumers import DEFAULT_SESSION_TIMEOUT
 from nemesis.package import Package, Schedule, check_applicable, package
+from nemesis.vm import check_backend
 from workloads.part import Workload, WorkloadContext, WorkloadKind
 from workloads.registry import WORKLOADS
 
@@ -98,6 +99,7 @@ def build_test(config: TestConfig) -> Test:
                            else kind.checkers_for(config.workload))
         nemesis = _nemesis(config, seed)
         check_applicable(nemesis.faults, run.db, getattr(config.db, "broker_config", {}))
+        check_backend(nemesis.faults, config.backend.backend)
     except ValueError as error:
         raise ConfigError(str(error)) from error
     return Test(

@@ -44,6 +44,7 @@ from nemesis.process import (
 )
 from nemesis.targeted import TargetedNemesis
 from nemesis.targets import ClusterControl
+from nemesis.vm import CrashVMNemesis, PauseVMNemesis
 
 __all__ = [
     "FAULTS",
@@ -106,6 +107,8 @@ POWER_LOSS = Requirement(
                           "fault injection); a real power loss needs machines to switch off "
                           "(VMs)"})
 
+MACHINES = Requirement(dbs=("kchaos", "kafka"), broker_config={})  # nemesis.vm.check_backend
+
 
 _PARTITION = {"partition-one": "one", "partition-halves": "halves", "partition-ring": "ring",
               "partition-bridge": "bridge", "isolate-controller": "controller",
@@ -139,6 +142,10 @@ FAULTS: dict[str, Fault] = {
                                 "heal-targeted"),
     "crash-lose-unflushed": Fault("crash-lose-unflushed", "crash-lose-unflushed",
                                   ("one", "leader", "replicas"), "power-on", POWER_LOSS),
+    "crash-vm": Fault("crash-vm", "crash-vm", ("one", "broker", "zookeeper"), "start-vm",
+                      MACHINES),
+    "pause-vm": Fault("pause-vm", "pause-vm", ("one", "broker", "zookeeper"), "resume-vm",
+                      MACHINES),
 }
 GROUPS: dict[str, tuple[str, ...]] = {
     "partition": tuple(_PARTITION),
@@ -317,6 +324,8 @@ KINDS: dict[str, Callable[[Firewall, random.Random, Consumers], Nemesis]] = {
     "targeted": lambda firewall, rng, consumers: TargetedNemesis(firewall, rng,
                                                                   consumers=consumers),
     "crash-lose-unflushed": lambda firewall, rng, consumers: CrashLoseUnflushedNemesis(rng),
+    "crash-vm": lambda firewall, rng, consumers: CrashVMNemesis(rng),
+    "pause-vm": lambda firewall, rng, consumers: PauseVMNemesis(rng),
 }
 
 

@@ -3,7 +3,8 @@ and destroying a run's nodes on any backend.
 
     local     network namespaces on a bridge (the default)
     ssh       the hosts of a TOML inventory; packages and kchaos installed over SSH
-    vagrant   the machines of `vagrant ssh-config` in a directory, as ssh
+    vagrant   the machines of `vagrant ssh-config` in a directory, as ssh, plus power
+              and freeze of whole machines (`harness.control.vagrant`)
     docker    one container per node
 
 A run's state directory `<state root>/<prefix>` holds the backend's record
@@ -23,6 +24,7 @@ from typing import Any
 from harness.control.errors import ProvisionError, RemoteError
 from harness.control.local import NETWORK_FILE, LocalRemote, destroy_run, run_prefixes
 from harness.control.remote import Remote
+from harness.control.runstate import read_record
 
 __all__ = ["BACKENDS", "RECORD_FILES", "BackendOptions", "attach", "destroy", "provision", "runs"]
 
@@ -110,8 +112,15 @@ def provision(backend: str, options: Mapping[str, Any], nodes: Sequence[str],
         inventory = vagrant_inventory(options["vagrant_dir"])
     else:
         raise ProvisionError(f"backend must be one of {', '.join(BACKENDS)}, got {backend!r}")
-    remote = SSHRemote.provision(inventory.select(list(pick_hosts(inventory))), state_root,
-                                 bool(options.get("accept_new_host_keys", False)))
+    hosts = inventory.select(list(pick_hosts(inventory)))
+    accept_new = bool(options.get("accept_new_host_keys", False))
+    if backend == "vagrant":
+        from harness.control.vagrant import VagrantRemote
+
+        remote = VagrantRemote.provision(hosts, state_root, accept_new,
+                                         vagrant_dir=str(Path(options["vagrant_dir"]).resolve()))
+    else:
+        remote = SSHRemote.provision(hosts, state_root, accept_new)
     try:
         if options.get("install", True):
             provision_hosts(remote)
@@ -126,7 +135,10 @@ def attach(state_dir: Path) -> Remote:
     """The remote of a recorded run, whatever its backend."""
     if (state_dir / SSH_STATE).exists():
         from harness.control.ssh import SSHRemote
+        from harness.control.vagrant import VagrantRemote
 
+        if "vagrant_dir" in read_record(state_dir, SSH_STATE):
+            return VagrantRemote.attach(state_dir)
         return SSHRemote.attach(state_dir)
     if (state_dir / DOCKER_STATE).exists():
         from harness.control.docker import DockerRemote

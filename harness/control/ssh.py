@@ -37,6 +37,7 @@ import threading
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 import paramiko
 
@@ -250,9 +251,9 @@ class SSHRemote:
 
     @classmethod
     def provision(cls, inventory: Inventory, state_root: Path | None = None,
-                  accept_new_host_keys: bool = False) -> SSHRemote:
+                  accept_new_host_keys: bool = False, **options: Any) -> SSHRemote:
         """Record a new run, connect to every host, prepare its directories, Python wrapper
-        and nft table; on failure, remove what was made."""
+        and nft table; on failure, remove what was made. `options` go to a subclass."""
         root = state_root or default_state_root()
         root.mkdir(parents=True, exist_ok=True)
         for _ in range(100):
@@ -262,7 +263,7 @@ class SSHRemote:
                 break
         else:
             raise ProvisionError(f"no free run prefix under {root}")
-        remote = cls(inventory, prefix, root / prefix, accept_new_host_keys)
+        remote = cls(inventory, prefix, root / prefix, accept_new_host_keys, **options)
         try:
             remote._save(owner=owner_record())
             errors = _parallel(remote.nodes, remote._prepare)
@@ -329,8 +330,13 @@ class SSHRemote:
     def _save(self, owner: Mapping | None) -> None:
         data = {"backend": "ssh", "prefix": self.prefix,
                 "inventory": self.inventory.to_json(), "addresses": self._addresses,
-                "accept_new_host_keys": self.accept_new_host_keys, "owner": owner}
+                "accept_new_host_keys": self.accept_new_host_keys, "owner": owner,
+                **self._record_options()}
         write_json(self.state_dir / STATE_FILE, data)
+
+    def _record_options(self) -> dict[str, Any]:
+        """What a subclass adds to the run's record."""
+        return {}
 
     # -- Remote ---------------------------------------------------------------------------
 

@@ -1,0 +1,104 @@
+"""`make test-vagrant`: KVM machines of vagrant/Vagrantfile, end to end, as a user runs them.
+
+The box is built or reused (`make vagrant-box`), libvirtd starts in its own network
+namespace, `vagrant up` brings up 2 brokers and 1 ZooKeeper (1 vCPU and 1 GiB each: the
+machine has 2 cores, shared), `kchaos run --backend vagrant` provisions kchaos on them over
+SSH and runs a 60 s safe test with partitions and `crash-vm`, which must be valid; then
+`vagrant destroy -f` and the namespace's teardown leave nothing behind. Each phase's
+seconds are printed. Needs root and /dev/kvm: set KCHAOS_VAGRANT_TESTS=1.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from harness.control import libvirt_host
+from harness.control.vagrant_box import BoxRecipe, default_box_cache, ensure_box, register_box
+from nemesis.package import expand, schedule_ops
+
+pytestmark = [
+    pytest.mark.cluster,
+    pytest.mark.timeout(3600),
+    pytest.mark.skipif(os.environ.get("KCHAOS_VAGRANT_TESTS") != "1",
+                       reason="KVM machines: set KCHAOS_VAGRANT_TESTS=1 (make test-vagrant)"),
+]
+
+VAGRANT_DIR = Path(__file__).resolve().parents[2] / "vagrant"
+KCHAOS = str(Path(sys.executable).with_name("kchaos"))
+MACHINES = {"KCHAOS_BROKERS": "2", "KCHAOS_ZOOKEEPERS": "1", "KCHAOS_MEMORY": "1024",
+            "KCHAOS_CPUS": "1", "KCHAOS_PROVIDER": "libvirt", "VAGRANT_CHECKPOINT_DISABLE": "1"}
+NEMESIS = "partition-one,partition-halves,isolate-controller,crash-vm"
+TIME_LIMIT = 60
+
+
+def first_seed_with_crash_and_partition() -> int:
+    """A seed whose schedule crashes a machine and partitions the network."""
+    for seed in range(1, 1000):
+        fs = {op["f"] for op in schedule_ops(expand(NEMESIS), seed, TIME_LIMIT)}
+        if {"crash-vm", "start-partition"} <= fs:
+            return seed
+    raise AssertionError("no seed schedules both faults")
+
+
+def in_namespace(argv: list[str], cwd: Path, timeout: float) -> subprocess.CompletedProcess:
+    done = subprocess.run(libvirt_host.exec_argv(argv), cwd=cwd, capture_output=True,
+                          text=True, timeout=timeout,
+                          env={**os.environ, **MACHINES, "SPARK_LOCAL_IP": "127.0.0.1"})
+    print(f"$ {' '.join(argv)}  -> exit {done.returncode}\n{done.stdout[-3000:]}"
+          f"{done.stderr[-3000:]}", flush=True)
+    return done
+
+
+def test_safe_run_with_partitions_and_crash_vm_on_kvm_machines(tmp_path):
+    seconds: dict[str, float] = {}
+    started = time.monotonic()
+    box, built = ensure_box(BoxRecipe.default(), default_box_cache())
+    register_box(box)
+    seconds["box built" if built else "box cached"] = time.monotonic() - started
+    vagrant_dir = tmp_path / "vagrant"
+    vagrant_dir.mkdir()
+    shutil.copy(VAGRANT_DIR / "Vagrantfile", vagrant_dir / "Vagrantfile")
+    store = tmp_path / "store"
+    libvirt_host.up()
+    try:
+        started = time.monotonic()
+        done = in_namespace(["vagrant", "up"], vagrant_dir, 1800)
+        seconds["vagrant up"] = time.monotonic() - started
+        assert done.returncode == 0, "vagrant up failed"
+
+        started = time.monotonic()
+        done = in_namespace([KCHAOS, "run", "--backend", "vagrant", "--vagrant-dir",
+                             str(vagrant_dir), "--accept-new-host-keys", "--nodes", "2",
+                             "--zookeepers", "1", "--time-limit", str(TIME_LIMIT),
+                             "--nemesis", NEMESIS,
+                             "--seed", str(first_seed_with_crash_and_partition()),
+                             "--store", str(store)], vagrant_dir, 1800)
+        seconds["kchaos run"] = time.monotonic() - started
+        run = (store / "latest").resolve()
+        results = json.loads((run / "results.json").read_text())
+        assert done.returncode == 0 and results["valid"] is True, json.dumps(results)[:3000]
+        history = [json.loads(line) for line in (run / "history.jsonl").read_text().splitlines()]
+        nemesis = [op for op in history if op["process"] == "nemesis" and op["type"] == "info"]
+        crashed = [op for op in nemesis if op["f"] == "crash-vm"
+                   and isinstance(op["value"], dict) and "powered-off" in op["value"].values()]
+        restarted = [op for op in nemesis if op["f"] == "start-vm"
+                     and isinstance(op["value"], dict)]
+        assert crashed and restarted, [(op["f"], op["value"]) for op in nemesis]
+        assert any(op["f"] == "start-partition" for op in nemesis)
+    finally:
+        started = time.monotonic()
+        in_namespace(["vagrant", "destroy", "-f"], vagrant_dir, 600)
+        libvirt_host.down()
+        seconds["destroy"] = time.monotonic() - started
+        print("seconds: " + ", ".join(f"{k} {v:.0f}" for k, v in seconds.items()), flush=True)
+    namespaces = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
+    assert libvirt_host.NAMESPACE not in namespaces
+    assert not libvirt_host.running()

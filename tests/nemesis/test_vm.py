@@ -1,0 +1,95 @@
+"""crash-vm and pause-vm: which machines they switch and what they restart (a machine
+control of states in memory; `make test-vagrant` runs them on KVM machines)."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from nemesis.vm import CrashVMNemesis, PauseVMNemesis, check_backend
+
+
+class Machines:
+    """Machine states as libvirt names them, changed the way virsh would."""
+
+    def __init__(self, nodes):
+        self.states = dict.fromkeys(nodes, "running")
+        self.calls = []
+
+    def _set(self, node, action, state):
+        self.calls.append((action, node))
+        self.states[node] = state
+
+    def power_off(self, node):
+        self._set(node, "destroy", "shut off")
+
+    def power_on(self, node):
+        self._set(node, "start", "running")
+
+    def suspend(self, node):
+        self._set(node, "suspend", "paused")
+
+    def resume(self, node):
+        self._set(node, "resume", "running")
+
+    def machine_state(self, node):
+        return self.states[node]
+
+
+class Cluster:
+    brokers = ("n1", "n2")
+    zookeepers = ("z1",)
+    nodes = ("n1", "n2", "z1")
+
+    def __init__(self):
+        self.remote = Machines(self.nodes)
+        self.started = []
+
+    def start(self, node, service="broker"):
+        self.started.append((node, service))
+        return True
+
+
+def test_crash_vm_powers_a_machine_off_and_start_vm_boots_it_with_its_services():
+    cluster, nemesis = Cluster(), CrashVMNemesis(random.Random(1))
+    nemesis.setup(cluster)
+    crashed = nemesis.invoke(cluster, {"f": "crash-vm", "value": "zookeeper"})["value"]
+    assert crashed == {"z1": "powered-off"}
+    assert nemesis.invoke(cluster, {"f": "crash-vm", "value": "zookeeper"})["value"] == \
+        "no-target"
+    assert nemesis.invoke(cluster, {"f": "crash-vm", "value": "broker"})["value"].keys() \
+        <= {"n1", "n2"}
+    started = nemesis.invoke(cluster, {"f": "start-vm", "value": None})["value"]
+    assert started["z1"] == {"started": ["zookeeper"]}
+    assert len(started) == 2 and all(s.get("started") for s in started.values())
+    assert set(cluster.remote.states.values()) == {"running"}
+    assert cluster.started[0] == ("z1", "zookeeper")
+    assert nemesis.invoke(cluster, {"f": "start-vm", "value": None})["value"] == "no-target"
+
+
+def test_pause_vm_freezes_one_machine_and_resume_vm_thaws_every_frozen_one():
+    cluster, nemesis = Cluster(), PauseVMNemesis(random.Random(2))
+    paused = nemesis.invoke(cluster, {"f": "pause-vm", "value": "one"})["value"]
+    (node,) = paused
+    assert cluster.remote.states[node] == "paused"
+    assert nemesis.invoke(cluster, {"f": "resume-vm", "value": None})["value"] == \
+        {node: "resumed"}
+    assert cluster.remote.calls == [("suspend", node), ("resume", node)]
+    with pytest.raises(ValueError, match="one, broker or zookeeper"):
+        nemesis.invoke(cluster, {"f": "pause-vm", "value": "leader"})
+
+
+def test_machine_faults_need_the_vagrant_backend():
+    check_backend(["crash-vm", "pause-vm", "kill"], "vagrant")
+    check_backend(["kill", "partition-one"], "local")
+    with pytest.raises(ValueError, match="needs virtual machines: --backend vagrant"):
+        check_backend(["kill", "crash-vm"], "local")
+
+    class NotMachines(Cluster):
+        def __init__(self):
+            super().__init__()
+            self.remote = object()
+
+    with pytest.raises(TypeError, match="not machines"):
+        CrashVMNemesis(random.Random()).setup(NotMachines())
