@@ -26,18 +26,31 @@ __all__ = ["SUMMARY_FILE", "describe_expectation", "write_night_page"]
 SUMMARY_FILE = "summary.html"
 
 
+def detects(expect: Any) -> bool:
+    """Whether a cell's expectation (as night.json has it) is a detection."""
+    return isinstance(expect, Mapping) and bool(
+        expect.get("anomalies") or expect.get("any_of") or expect.get("attributed_to"))
+
+
 def describe_expectation(expect: Any) -> str:
     if expect in (None, "valid"):
         return "valid in every seed"
     if not isinstance(expect, Mapping):
         return str(expect)
-    text = "finds " + (" and ".join(expect.get("anomalies") or []) or "an anomaly")
+    absent = expect.get("absent") or []
+    without = f", without {' or '.join(absent)}" if absent else ""
+    if not detects(expect):
+        return "valid in every seed" + without
+    what = [" and ".join(expect["anomalies"])] if expect.get("anomalies") else []
+    if expect.get("any_of"):
+        what.append("one of " + ", ".join(expect["any_of"]))
+    text = "finds " + (" and ".join(what) or "an anomaly")
     if expect.get("attributed_to"):
         text += f" attributed to {expect['attributed_to']}"
     if expect.get("within") is not None:
         text += f" within {expect['within']:g} s"
     found_in = expect.get("found_in")
-    return text + (f" in at least {found_in} seeds" if found_in else " in every seed")
+    return text + (f" in at least {found_in} seeds" if found_in else " in every seed") + without
 
 
 def _number(value: Any, unit: str = "", digits: int = 1) -> str:
@@ -70,7 +83,7 @@ def _verdict(facts_: Mapping[str, Any] | None, status: str) -> Markup:
 def _cell_section(cell: Mapping[str, Any], outcome: Mapping[str, Any],
                   runs: list[Mapping[str, Any]]) -> Markup:
     name = cell["name"]
-    detection = cell.get("expect") not in (None, "valid")
+    detection = detects(cell.get("expect"))
     rows = []
     for run in runs:
         f = run.get("facts") or {}
@@ -109,7 +122,7 @@ def detection_rows(state: Mapping[str, Any]) -> list[list[Any]]:
     outcomes = state.get("outcomes") or {}
     rows = []
     for cell in state.get("cells") or []:
-        if cell.get("expect") in (None, "valid"):
+        if not detects(cell.get("expect")):
             continue
         outcome = outcomes.get(cell["name"]) or {}
         rows.append([cell["name"], cell.get("label") or cell["name"], cell.get("db"),

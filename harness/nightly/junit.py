@@ -34,6 +34,9 @@ def _failure_message(cell: Cell, record: RunRecord) -> str:
     facts = record.facts or {}
     found = facts.get("anomalies") or {}
     listed = ", ".join(f"{kind} {count}" for kind, count in found.items()) or "none"
+    banned = [f"{kind} {found[kind]}" for kind in cell.expect.absent if found.get(kind)]
+    if banned:
+        return f"expected: {cell.expect.describe()}; found: {', '.join(banned)}"
     if cell.expect.valid:
         failing = facts.get("failing") or {}
         if failing:

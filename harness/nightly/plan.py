@@ -39,7 +39,8 @@ a `scenario`'s own settings (its time limit, keys, nemesis) win over the plan's.
 
 Expectations (`harness.nightly.verdicts` evaluates them): `expect = "valid"` (the
 default) or a table `{anomalies = [...], any_of = [...], attributed_to = "...", found_in = N,
-within = S}`.
+within = S, absent = [...]}`; `{absent = [...]}` alone is a valid cell that may not show
+those types even where its configuration allows them.
 """
 
 from __future__ import annotations
@@ -64,7 +65,7 @@ SET_BY_NIGHT = ("name", "seed", "store", "no_check", "config")
 TOP_KEYS = ("name", "description", "budget", "seeds", "parallel", "defaults", "matrix", "cell")
 MATRIX_KEYS = ("dbs", "workloads", "nemeses", "configurations")
 CELL_KEYS = ("name", "description", "dbs", "seeds", "options", "expect")
-EXPECT_KEYS = ("anomalies", "any_of", "attributed_to", "found_in", "within")
+EXPECT_KEYS = ("anomalies", "any_of", "attributed_to", "found_in", "within", "absent")
 DEFAULT = "default"
 
 
@@ -78,22 +79,25 @@ class Expectation:
     detection: every type in `anomalies` found (allowed or not), at least one type of
     `any_of` (a defect that shows differently from seed to seed), and, with
     `attributed_to` X, a checker reporting `X-loss` or `X`, in at least `found_in` of the
-    cell's seeds (None: every seed), and with `within`, the first expected anomaly at most that many
-    seconds into the test."""
+    cell's seeds (None: every seed), and with `within`, the first expected anomaly at most
+    that many seconds into the test. `absent`: types no run may show, even those its
+    configuration allows (a version with the fix, where the one before finds them)."""
 
     anomalies: tuple[str, ...] = ()
     attributed_to: str | None = None
     found_in: int | None = None
     within: float | None = None
     any_of: tuple[str, ...] = ()
+    absent: tuple[str, ...] = ()
 
     @property
     def valid(self) -> bool:
         return not self.anomalies and not self.any_of and self.attributed_to is None
 
     def describe(self) -> str:
+        without = f", without {' or '.join(self.absent)}" if self.absent else ""
         if self.valid:
-            return "valid in every seed"
+            return "valid in every seed" + without
         what = [" and ".join(self.anomalies)] if self.anomalies else []
         if self.any_of:
             what.append("one of " + ", ".join(self.any_of))
@@ -103,14 +107,15 @@ class Expectation:
         if self.within is not None:
             text += f" within {self.within:g} s"
         return text + (f" in at least {self.found_in} seeds" if self.found_in is not None
-                       else " in every seed")
+                       else " in every seed") + without
 
     def to_json(self) -> Any:
-        if self.valid:
+        if self.valid and not self.absent:
             return "valid"
         body: dict[str, Any] = {"anomalies": list(self.anomalies)}
-        if self.any_of:
-            body["any_of"] = list(self.any_of)
+        for key in ("any_of", "absent"):
+            if getattr(self, key):
+                body[key] = list(getattr(self, key))
         for key in ("attributed_to", "found_in", "within"):
             if getattr(self, key) is not None:
                 body[key] = getattr(self, key)
@@ -304,15 +309,16 @@ def _expectation(value: Any, source: str, where: str) -> Expectation:
     if not isinstance(value, Mapping):
         raise PlanError(f"{source}: {where} must be \"valid\" or a table {{anomalies = [...], "
                         f"any_of = [...], attributed_to = \"...\", found_in = N, "
-                        f"within = SECONDS}}, got {value!r}")
+                        f"within = SECONDS, absent = [...]}}, got {value!r}")
     _known_keys(value, EXPECT_KEYS, source, f"{where}.")
     anomalies = _anomaly_types(value, "anomalies", source, where)
     any_of = _anomaly_types(value, "any_of", source, where)
+    absent = _anomaly_types(value, "absent", source, where)
     attributed = value.get("attributed_to")
     if attributed is not None and (not isinstance(attributed, str) or not attributed):
         raise PlanError(f"{source}: {where}.attributed_to must be a cause such as "
                         f"\"unclean-election\", got {attributed!r}")
-    if not anomalies and not any_of and attributed is None:
+    if not anomalies and not any_of and attributed is None and not absent:
         raise PlanError(f"{source}: {where}: a detection needs anomalies, any_of or "
                         f"attributed_to; "
                         f"write expect = \"valid\" for a cell that must find nothing")
@@ -325,7 +331,7 @@ def _expectation(value: Any, source: str, where: str) -> Expectation:
     if within is not None and not _positive(within):
         raise PlanError(f"{source}: {where}.within must be seconds > 0, got {within!r}")
     return Expectation(anomalies, attributed, found_in,
-                       float(within) if within is not None else None, any_of)
+                       float(within) if within is not None else None, any_of, absent)
 
 
 def _matrix(matrix: Any, defaults: dict[str, Any], seeds: tuple[int, ...],

@@ -18,7 +18,7 @@ Facts of a run (`run_facts`), from its stored files:
   client-phase seconds without an ok send (None when it did not run).
 
 A run meets a valid cell's expectation when its verdict is True ("unknown" is not
-valid). It meets a detection when every expected type was found (allowed or not, count
+valid). A run showing a type of `absent` (allowed or not) meets nothing. It meets a detection when every expected type was found (allowed or not, count
 > 0), at least one of `any_of` was, the attribution holds (`attributed_to = X`: some
 checker reports `X-loss` or `X`, so "unclean-election" is the elections checker's
 `unclean-election-loss`) and, with
@@ -190,6 +190,8 @@ def run_meets(expect: Expectation, facts: RunFacts | None) -> bool:
     """Whether one run met its cell's expectation (None: the run has no facts)."""
     if facts is None or facts.valid is None:
         return False
+    if any(facts.anomalies.get(kind, 0) > 0 for kind in expect.absent):
+        return False
     if expect.valid:
         return facts.valid is True
     if not expected_found(expect, facts.anomalies):
@@ -237,7 +239,7 @@ def cell_outcome(cell: Cell, facts: Sequence[RunFacts | None], skipped: int = 0,
             total[kind] = total.get(kind, 0) + count
     met = len(met_runs) >= needed
     if expect.valid:
-        bad = [f.summary for f in present if f.valid is not True]
+        bad = [f.summary for f in present if not run_meets(expect, f)]
         reason = "valid in every seed" if met else "; ".join(
             filter(None, [f"{len(bad)} of {len(facts)} runs not valid" if bad else "",
                           *(bad[:3]),

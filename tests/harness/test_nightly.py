@@ -216,6 +216,21 @@ def test_a_detection_cell_is_met_in_found_in_of_its_seeds(history):
     assert not cell_outcome(cell, [found, found, found, missed, None], errors=1).met
 
 
+def test_an_absent_type_fails_a_run_even_where_its_configuration_allows_it(history):
+    cell = plan_of('seeds = 2\n[[cell]]\nname = "fixed"\n'
+                   'expect = {absent = ["lost-write"]}').cells[0]
+    assert cell.expect.valid and cell.expect.absent == ("lost-write",)
+    assert cell.expect.to_json() == {"anomalies": [], "absent": ["lost-write"]}
+    assert cell.expect.describe() == "valid in every seed, without lost-write"
+    lossy = facts_of(UNCLEAN, cell.expect, history)
+    clean = facts_of(results(True, {}), cell.expect, history)
+    assert lossy.valid is True and not run_meets(cell.expect, lossy)
+    outcome = cell_outcome(cell, [clean, lossy])
+    assert not outcome.met and outcome.runs_met == 1 and "1 of 2 runs not valid" in outcome.reason
+    assert cell_outcome(cell, [clean, clean]).met
+    assert not run_meets(Expectation(("unclean-election-loss",), absent=("lost-write",)), lossy)
+
+
 def test_missing_results_meet_nothing(tmp_path):
     facts = facts_of({}, Expectation(), tmp_path / "none.jsonl")
     assert facts.valid is None and not run_meets(Expectation(), facts)
