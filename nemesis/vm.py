@@ -16,6 +16,7 @@ backends are refused before a run starts (`check_backend`).
 from __future__ import annotations
 
 import random
+import time
 from collections.abc import Iterable
 
 from harness.control.vagrant import MachineControl
@@ -25,6 +26,7 @@ __all__ = ["VM_BACKENDS", "VM_FAULTS", "CrashVMNemesis", "PauseVMNemesis", "chec
 
 VM_FAULTS = ("crash-vm", "pause-vm")
 VM_BACKENDS = ("vagrant",)
+SERVICE_TIMEOUT = 300.0
 
 
 def check_backend(names: Iterable[str], backend: str) -> None:
@@ -54,6 +56,21 @@ def _pick(cluster: ClusterControl, rng: random.Random, value: str | None,
     return [rng.choice(candidates)] if candidates else []
 
 
+def _start(cluster: ClusterControl, node: str, service: str) -> None:
+    """Start `service` on a machine that just booted; ZooKeeper may need longer than the
+    cluster's own wait to serve there (emulated CPUs, a cold page cache)."""
+    deadline = time.monotonic() + SERVICE_TIMEOUT
+    try:
+        cluster.start(node, service)
+    except TimeoutError:
+        if service != "zookeeper":
+            raise
+        while cluster.zookeeper_mode(node) is None:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(1.0)
+
+
 class CrashVMNemesis:
     fs = frozenset({"crash-vm", "start-vm"})
 
@@ -80,7 +97,7 @@ class CrashVMNemesis:
         started: dict[str, dict] = {node: {"started": []} for node in off}
         for service, nodes in (("zookeeper", cluster.zookeepers), ("broker", cluster.brokers)):
             for node in (n for n in off if n in nodes):
-                cluster.start(node, service)
+                _start(cluster, node, service)
                 started[node]["started"].append(service)
         return {**op, "type": "info", "value": started or "no-target"}
 

@@ -24,3 +24,17 @@ if [ ! -e /dev/kvm ]; then
     echo "vagrant bootstrap: /dev/kvm is missing: no KVM on this machine" >&2
     exit 1
 fi
+
+# Wheels of the build backend and of the broker's dependencies (at this venv's versions),
+# so the harness builds a node's wheels inside the libvirt namespace, where no package
+# index is reachable (harness/control/provision.py: OFFLINE_WHEELS).
+wheels=.cache/offline-wheels
+requirements=$(.venv/bin/python -c 'from importlib.metadata import version as v
+print(" ".join(f"{r}=={v(r)}" for r in ("kazoo", "kafka-python", "crc32c")), "setuptools>=77")')
+if [ "$(cat "$wheels/.requirements" 2>/dev/null)" != "$requirements" ]; then
+    rm -rf "$wheels"
+    # shellcheck disable=SC2086 # one word per requirement
+    .venv/bin/pip download -q --no-deps --only-binary :all: -d "$wheels" $requirements
+    echo "$requirements" > "$wheels/.requirements"
+    echo "vagrant bootstrap: wheels for offline builds in $wheels"
+fi

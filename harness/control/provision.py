@@ -9,7 +9,8 @@ For each host of an `SSHRemote`, in parallel:
    broker. Every other host gets the wheels built here, `pip wheel --no-deps .` plus the
    broker's runtime dependencies at the versions installed here, uploaded to
    `<dir>/<node>/wheels/` and installed into `<dir>/<node>/venv` (offline; a dependency
-   whose wheel does not fit the node's Python comes from the node's package index). The
+   whose wheel does not fit the node's Python comes from the node's package index; with
+   `OFFLINE_WHEELS` present, the wheels are built here without any package index). The
    set of wheels is recorded in the venv, so provisioning again is a no-op.
 
 Each node keeps its files under its own `<dir>/<node>`, so hosts sharing one filesystem
@@ -38,6 +39,10 @@ PACKAGES = ("default-jre-headless", "zookeeper", "nftables", "python3-venv", "pr
 RUNTIME_REQUIREMENTS = ("kazoo", "kafka-python", "crc32c")
 MARKER = ".kchaos-wheels"
 SOURCE = Path(__file__).resolve().parents[2]
+# Wheels of the build backend and of RUNTIME_REQUIREMENTS, fetched by
+# scripts/bootstrap-vagrant.sh: with them, wheels are built without a package index (a
+# harness inside a network namespace has none).
+OFFLINE_WHEELS = SOURCE / ".cache" / "offline-wheels"
 
 
 @dataclass(frozen=True)
@@ -58,9 +63,11 @@ def build_wheels(directory: Path, source: Path = SOURCE) -> Wheels:
     if not (source / "pyproject.toml").exists():
         raise ProvisionError(f"no kchaos source at {source} to build a wheel from")
     requirements = [f"{r}=={metadata.version(r)}" for r in RUNTIME_REQUIREMENTS]
+    offline = OFFLINE_WHEELS if any(OFFLINE_WHEELS.glob("*.whl")) else None
+    index = ["--no-index", "--find-links", str(offline)] if offline else []
     for targets in ([str(source)], requirements):
         done = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "-q",
-                               "-w", str(directory), *targets],
+                               *index, "-w", str(directory), *targets],
                               capture_output=True, text=True, timeout=600)
         if done.returncode != 0:
             raise ProvisionError(f"pip wheel {' '.join(targets)}: {done.stderr.strip()[-800:]}")

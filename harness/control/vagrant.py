@@ -31,7 +31,7 @@ from harness.control.ssh import STATE_FILE, SSHRemote
 
 __all__ = ["MachineControl", "VagrantRemote", "domain_id"]
 
-BOOT_TIMEOUT = 180.0
+BOOT_TIMEOUT = 600.0  # emulated CPUs (libvirt's qemu driver) boot in minutes
 
 
 @runtime_checkable

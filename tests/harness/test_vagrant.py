@@ -84,6 +84,7 @@ def test_environment_overrides_vagrantfile_local(vagrant_dir):
     ("KCHAOS_MEMORY", "lots", "memory must be a positive integer"),
     ("KCHAOS_NETWORK", "192.168", "network must be three octets"),
     ("KCHAOS_PROVIDER", "hyperv", "provider must be libvirt or virtualbox"),
+    ("KCHAOS_LIBVIRT_DRIVER", "xen", "libvirt_driver must be kvm or qemu"),
 ])
 def test_bad_settings_are_refused(vagrant_dir, variable, value, message):
     done = validate(vagrant_dir, **{variable: value})

@@ -68,6 +68,27 @@ def test_crash_vm_powers_a_machine_off_and_start_vm_boots_it_with_its_services()
     assert nemesis.invoke(cluster, {"f": "start-vm", "value": None})["value"] == "no-target"
 
 
+def test_start_vm_waits_for_a_zookeeper_slower_than_the_clusters_own_wait():
+    class SlowZooKeeper(Cluster):
+        modes = iter([None, None, "standalone"])
+
+        def start(self, node, service="broker"):
+            super().start(node, service)
+            if service == "zookeeper":
+                raise TimeoutError("ZooKeeper on ['z1'] not serving after 30 s")
+            return True
+
+        def zookeeper_mode(self, node):
+            return next(self.modes)
+
+    cluster, nemesis = SlowZooKeeper(), CrashVMNemesis(random.Random(1))
+    cluster.remote.power_off("z1")
+    cluster.remote.power_off("n1")
+    started = nemesis.invoke(cluster, {"f": "start-vm", "value": None})["value"]
+    assert started == {"n1": {"started": ["broker"]}, "z1": {"started": ["zookeeper"]}}
+    assert cluster.started == [("z1", "zookeeper"), ("n1", "broker")]
+
+
 def test_pause_vm_freezes_one_machine_and_resume_vm_thaws_every_frozen_one():
     cluster, nemesis = Cluster(), PauseVMNemesis(random.Random(2))
     paused = nemesis.invoke(cluster, {"f": "pause-vm", "value": "one"})["value"]
