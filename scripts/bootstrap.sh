@@ -4,7 +4,10 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-debian_packages=(maven zookeeper iptables nftables openssh-server iproute2 chromium sudo vagrant docker.io debootstrap busybox-static kcat)
+# libvirt-daemon-system, libvirt-clients, dnsmasq-base: the libvirt-in-a-namespace smoke test
+# (tests/harness/test_libvirt_namespace.py); `make vagrant-bootstrap` adds QEMU and Vagrant's.
+debian_packages=(maven zookeeper iptables nftables openssh-server iproute2 chromium sudo vagrant docker.io debootstrap busybox-static kcat
+                 libvirt-daemon-system libvirt-clients dnsmasq-base)
 missing=()
 for pkg in "${debian_packages[@]}"; do
     dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || missing+=("$pkg")

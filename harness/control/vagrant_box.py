@@ -237,17 +237,17 @@ def _install_grub(raw: Path, boot_code: bytes, core: bytes) -> None:
 
 def register_box(path: Path, name: str = BOX_NAME) -> bool:
     """`vagrant box add` the box file unless the registered `name` has its content key;
-    True when it was added now. The libvirt storage pool's copy of an older box of that
-    name is removed, so vagrant-libvirt uploads this one."""
+    True when it was added now. The libvirt storage pool's copies of older boxes of that
+    name are removed (vagrant-libvirt uploads the new one under a new name)."""
     with tarfile_member(path, CONTENT_FILE) as content:
         key = content.strip()
     registered = vagrant_home() / "boxes" / name.replace("/", "-VAGRANTSLASH-")
     if any((p.read_text().strip() == key) for p in registered.glob(f"*/libvirt/{CONTENT_FILE}")):
         return False
     _run(["vagrant", "box", "add", "--force", "--name", name, str(path)], timeout=1800)
-    stale = Path("/var/lib/libvirt/images") / \
-        f"{name.replace('/', '-VAGRANTSLASH-')}_vagrant_box_image_0_box.img"
-    stale.unlink(missing_ok=True)
+    pool = Path("/var/lib/libvirt/images")  # vagrant-libvirt's copies, named by add time
+    for stale in pool.glob(f"{name.replace('/', '-VAGRANTSLASH-')}_vagrant_box_image_*"):
+        stale.unlink(missing_ok=True)
     return True
 
 
