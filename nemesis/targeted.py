@@ -21,11 +21,12 @@ the cluster to react (through ZooKeeper, as nemeses see it) and says what it saw
   from it: under `replication.truncation.mode=high-watermark` they have truncated their
   log to their own high watermark, one fetch behind the leader's, and cannot fetch the
   tail back. After `STRAND_SECONDS` (well under replica.lag.time.max.ms, so they stay in
-  the ISR) the new leader is killed too, and a stranded follower is elected, cleanly,
-  without the acknowledged tail. With leader-epoch truncation the follower asks the new
-  leader for its epoch's end offset first, cannot, and keeps its log. A partition whose
-  controller is one of the stranded followers is preferred, so the cut does not hold up
-  their LeaderAndIsr.
+  the ISR) the new leader is killed too and the cut lifted (nothing is left to fetch from;
+  a controller whose requests to the dead leader hung in the cut, as Kafka 0.10's do, is
+  released), and a stranded follower is elected, cleanly, without the acknowledged tail.
+  With leader-epoch truncation the follower asks the new leader for its epoch's end offset
+  first, cannot, and keeps its log. A partition whose controller is one of the stranded
+  followers is preferred, so the cut does not hold up their LeaderAndIsr.
 - `depose-coordinator` with value "coordinator": isolate the broker coordinating one of
   the run's consumer groups or transactional ids from every node, ZooKeeper included,
   but not from the clients; wait (at most two session timeouts + a margin) until the
@@ -151,9 +152,10 @@ class TargetedNemesis:
     # -- kill the leader, then the leader elected after it ---------------------------------
 
     def _kill_new_leader(self, cluster: ClusterControl, state: PartitionState,
-                         leader: str, pause: float = 0.0) -> dict[str, Any]:
+                         leader: str, pause: float = 0.0,
+                         then: Callable[[], None] = lambda: None) -> dict[str, Any]:
         """Kill `leader`, wait for the next election, `pause` seconds, then kill the newly
-        elected leader and wait for the election after that."""
+        elected leader, call `then`, and wait for the election after that."""
         value: dict[str, Any] = {"topic": state.topic, "partition": state.partition,
                                  "leader": leader}
         if not cluster.kill(leader):
@@ -171,6 +173,7 @@ class TargetedNemesis:
             return value
         self.killed.add(new)
         value[new] = "killed-new-leader"
+        then()
         after = PartitionState(state.topic, state.partition,
                                cluster.broker_id(new), first["leader_epoch"], (), ())
         value["elections"].append(self._next_election(cluster, state, after))
@@ -193,7 +196,8 @@ class TargetedNemesis:
             return "no-target"
         self.firewall.set(cluster, LAYER, grudges.between([successor], stranded_nodes))
         try:
-            value = self._kill_new_leader(cluster, state, leader, pause=STRAND_SECONDS)
+            value = self._kill_new_leader(cluster, state, leader, pause=STRAND_SECONDS,
+                                          then=lambda: self.firewall.clear(cluster, LAYER))
         finally:
             self.firewall.clear(cluster, LAYER)
         return {**value, "next_leader": successor, "stranded": stranded_nodes}
