@@ -188,7 +188,8 @@ def create_partitions(bootstrap_servers: str, topic: str, more: int,
         try:
             futures[topic].result(timeout=ADMIN_TIMEOUT)
         except KafkaException as error:
-            if error.args[0].code() != KafkaError.INVALID_PARTITIONS or time.monotonic() >= deadline:
+            stale = error.args[0].code() == KafkaError.INVALID_PARTITIONS
+            if not stale or time.monotonic() >= deadline:
                 raise
             time.sleep(1.0)
             continue

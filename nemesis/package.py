@@ -9,14 +9,15 @@ all links open, every process resumed and running) and `perf` (for plots: each f
 start and stop fs). Nemesis ops are `{"type": "info", "process": "nemesis", "f", "value"}`.
 
 Consumer-group faults (`kill-coordinator`, `isolate-coordinator`, `depose-coordinator`,
-`pause-consumers`, `add-partitions`) act on the run's consumers, which the harness hands over once the
-workload is built: `package.consumers.attach(workload)` (see `nemesis.consumers`).
+`pause-consumers`, `add-partitions`) act on the run's consumers, which the harness hands
+over once the workload is built: `package.consumers.attach(workload)` (see
+`nemesis.consumers`).
 
 Targeted faults (`nemesis.targeted`: `shrink-isr-kill-leader`, `shrink-isr-isolate-leader`,
-`kill-new-leader`, `strand-follower`, `depose-coordinator`) wait inside their op for the cluster to react. A fault
-may need something of the system under test (`Fault.requires`: `crash-lose-unflushed` needs
-our broker with kchaos.debug.lose-unflushed-on-crash=true); `check_applicable` refuses it
-otherwise, and the `all` group leaves such faults out.
+`kill-new-leader`, `strand-follower`, `depose-coordinator`) wait inside their op for the
+cluster to react. A fault may need something of the system under test (`Fault.requires`:
+`crash-lose-unflushed` needs our broker with kchaos.debug.lose-unflushed-on-crash=true);
+`check_applicable` refuses it otherwise, and the `all` group leaves such faults out.
 """
 
 from __future__ import annotations

@@ -17,9 +17,10 @@ Facts of a run (`run_facts`), from its stored files:
 - `availability`: the availability checker's overall measure, 1 - the fraction of
   client-phase seconds without an ok send (None when it did not run).
 
-A run meets a valid cell's expectation when its verdict is True ("unknown" is not
-valid). A run showing a type of `absent` (allowed or not) meets nothing. It meets a detection when every expected type was found (allowed or not, count
-> 0), at least one of `any_of` was, the attribution holds (`attributed_to = X`: some
+A run showing a type of `absent` (allowed or not) meets nothing. Otherwise, a run meets
+a valid cell's expectation when its verdict is True ("unknown" is not valid). It meets
+a detection when every expected type was found (allowed or not, count > 0), at least
+one of `any_of` was, the attribution holds (`attributed_to = X`: some
 checker reports `X-loss` or `X`, so "unclean-election" is the elections checker's
 `unclean-election-loss`) and, with
 `within`, its first expected anomaly came at most that many seconds into the test. A

@@ -8,10 +8,10 @@ import random
 
 import pytest
 
+from nemesis.consumers import NO_COORDINATED, Consumers
 from nemesis.package import FAULTS, GROUPS, check_applicable, expand, package
 from nemesis.partition import Firewall
 from nemesis.power_loss import CrashLoseUnflushedNemesis
-from nemesis.consumers import NO_COORDINATED, Consumers
 from nemesis.targeted import DEPOSED_SECONDS, STRAND_SECONDS, TargetedNemesis, strand_plan
 from nemesis.targets import PartitionState, Snapshot, leader_and_followers
 from tests.support.fake_cluster import FakeCluster, FakeResult
