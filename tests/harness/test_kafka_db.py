@@ -98,7 +98,9 @@ def test_kafka_properties_have_the_chaos_defaults_one_listener_and_overrides_las
     assert properties["default.replication.factor"] == "3"
     assert properties["unclean.leader.election.enable"] == "false"
     assert properties["transaction.state.log.min.isr"] == "2"
-    assert properties["auto.create.topics.enable"] == "false"
+    assert "auto.create.topics.enable" not in properties, "clients opt out since 0.11"
+    old = kafka_properties(2, "10.0.0.2", "10.0.0.9:2181", "/d", 5, version="0.10.2.2")
+    assert "auto.create.topics.enable=false" in old.splitlines()
     assert properties["num.io.threads"] == "8" and properties["min.insync.replicas"] == "2"
 
 

@@ -11,6 +11,7 @@ tarball into the run's work directory.
 from __future__ import annotations
 
 import contextlib
+import re
 import tarfile
 import tempfile
 from collections.abc import Mapping, Sequence
@@ -56,15 +57,18 @@ log4j.logger.kafka.request.logger=WARN
 
 
 def kafka_properties(broker_id: int, address: str, zookeeper_connect: str, log_dir: str,
-                     cluster_size: int, overrides: Mapping[str, str] | None = None) -> str:
-    """Kafka's server.properties: the chaos defaults every db gets, one listener, sizes
-    for small machines (internal topics of few partitions, few threads), no topic
-    auto-creation (before 0.11 any Metadata request for a topic creates it, with one
-    partition, ahead of the workload's CreateTopics), `overrides`."""
+                     cluster_size: int, overrides: Mapping[str, str] | None = None,
+                     version: str = "3.9.1") -> str:
+    """Kafka `version`'s server.properties: the chaos defaults every db gets, one listener,
+    sizes for small machines (internal topics of few partitions, few threads), `overrides`.
+    Before 0.11 no client can ask a Metadata request not to create the topics it names
+    (Metadata v4's allow_auto_topic_creation), so any early one created the workload's
+    topic with one partition ahead of its CreateTopics: those versions create no topics."""
     properties = chaos_defaults(broker_id, zookeeper_connect, log_dir, cluster_size)
+    if _release(version) < (0, 11):
+        properties["auto.create.topics.enable"] = "false"
     properties.update({
         "listeners": f"PLAINTEXT://{address}:{CLIENT_PORT}",
-        "auto.create.topics.enable": "false",
         "offsets.topic.num.partitions": "3",
         "transaction.state.log.num.partitions": "3",
         "group.initial.rebalance.delay.ms": "0",
@@ -75,6 +79,13 @@ def kafka_properties(broker_id: int, address: str, zookeeper_connect: str, log_d
     })
     properties.update(overrides or {})
     return properties_text(properties)
+
+
+def _release(version: str) -> tuple[int, ...]:
+    """(major, minor) of a Kafka version such as "0.10.2.2" or "3.9.1"; a version that
+    does not start so (a build of its own) counts as recent."""
+    found = re.match(r"(\d+)\.(\d+)", version)
+    return (int(found[1]), int(found[2])) if found else (99, 0)
 
 
 @dataclass(frozen=True)
@@ -117,7 +128,7 @@ class KafkaBroker:
                       overrides: Mapping[str, str]) -> dict[str, str]:
         return {"server.properties": kafka_properties(
                     broker_id, address, zookeeper_connect, f"{directory}/data", cluster_size,
-                    overrides),
+                    overrides, self.version),
                 "log4j.properties": LOG4J_PROPERTIES}
 
     def command(self, directory: str) -> list[str]:
