@@ -271,7 +271,7 @@ def test_an_aborted_transaction_forgets_its_polls_and_seeks_back():
     assert done["type"] == "fail" and done["error"] == "aborted on purpose"
     assert done["value"] == [["poll", {0: [[4, 40]]}], ["send", 0, [101, 9]]]
     assert client.positions.next == {0: 4}
-    assert client.consumer.assigned[-1] == [(0, 4), (1, -2)]
+    assert client.consumer.assigned[-1] == [(0, 4), (1, 0)]
     assert not client.txn.pending
 
 
