@@ -4,7 +4,9 @@ PY := $(VENV)/bin/python
 export PYSPARK_PYTHON := $(abspath $(PY))
 export SPARK_LOCAL_IP := 127.0.0.1
 
-.PHONY: bootstrap run test test-docker test-groups-kafka test-txn-kafka lint bench nightly-smoke \
+# `make docs` builds the documentation into build/site/ (git-ignored); a dead link, a
+# missing anchor or a page left out of mkdocs.yml's nav fails the build.
+.PHONY: bootstrap run test docs test-docker test-groups-kafka test-txn-kafka lint bench nightly-smoke \
 	vagrant-bootstrap vagrant-box test-vagrant
 
 bootstrap:
@@ -15,7 +17,11 @@ run: bootstrap
 
 test: bootstrap
 	$(VENV)/bin/ruff check .
+	$(VENV)/bin/mkdocs build --strict --quiet --site-dir build/site
 	$(PY) -m pytest -q
+
+docs: bootstrap
+	$(VENV)/bin/mkdocs build --strict --site-dir build/site
 
 test-docker: bootstrap
 	KCHAOS_DOCKER_IMAGE_TESTS=1 $(PY) -m pytest -q tests/harness/test_docker_smoke.py tests/harness/test_docker_cluster.py tests/harness/test_docker_run.py
