@@ -1,5 +1,4 @@
-"""Consumer-group rebalance and recovery times, our broker and Apache Kafka side by side
-(issue 14, section 2).
+"""Consumer-group rebalance and recovery times, our broker and Apache Kafka side by side.
 
 For each system (`--systems`, default both) it starts three loopback brokers against a
 ZooKeeper of its own and plays the storyline of tests/support/group_storyline.py for each

@@ -7,7 +7,7 @@ compute that analysis once, on executors, for all of them. `compose` runs
 several under names and merges their verdicts with `merge_valid` (false beats
 "unknown" beats true), the one verdict merge of the package; `check_safe` and
 `check_analysis_safe` turn a crash into an "unknown" result that carries the
-error. A Result serialises to the shape of DESIGN.md, "Checker results".
+error. A Result serialises to the shape of docs/checkers.md, "Results".
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""What a consumer group promises (kchaos issue 15, section 3), checked on a history.
+"""What a consumer group promises, checked on a history.
 
 Applies to subscribe-mode histories (ops with a `group` field, `subscribe` or
 `committed` ops, per the groups history contract); on any other history the result is

@@ -1,4 +1,4 @@
-"""A subscribe-mode history read as consumer groups (kchaos issue 15, the groups contract).
+"""A subscribe-mode history read as consumer groups (the groups history contract).
 
 `read_groups` makes one pass over the ops and rebuilds, per group (the `group` field of
 its members' ops):

@@ -1,4 +1,4 @@
-"""The history: Jepsen-style ops, one JSON object per line (DESIGN.md, "History").
+"""The history: Jepsen-style ops, one JSON object per line (docs/history-format.md).
 
 `read_history` streams and validates a JSONL history, `HistoryWriter` appends one
 (flushed per op, fsynced at least every 100 ms), `write_jsonl` writes ops already

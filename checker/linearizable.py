@@ -4,7 +4,7 @@
 history's ops, splits them with its model's `partition` (by default
 `checker.models.LOG`, one Kafka partition per key: P-compositionality), runs
 the search of `checker.linearizability` on every key within the budget, and
-returns a `Result` (DESIGN.md, "Checker results"):
+returns a `Result` (docs/checkers.md, "Results"):
 
   valid       false when a key is not linearizable; "unknown" when a key's search
               ran out of budget (the reasons in `error`), never a guess; else true

@@ -15,8 +15,8 @@ and leave the set of what remains possible.
 
 Values follow Jepsen's conventions: register `read` (null at invoke, the value
 read at ok), `write` v, `cas` [from, to]; keyed ops carry [key, v]. The log
-model takes the queue workload's ops as a history holds them (DESIGN.md,
-"History": `send`, `poll`, `txn`) and checks each key as a linearizable Kafka
+model takes the queue workload's ops as a history holds them (docs/history-format.md:
+`send`, `poll`, `txn`) and checks each key as a linearizable Kafka
 partition; its specification, and the reduction that keeps it fast, are stated
 where it is defined. `partition_log` does more than split: it resolves each
 key's log once, so `step` stays a comparison.

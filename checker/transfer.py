@@ -1,4 +1,4 @@
-"""Exactly-once consume-transform-produce, checked on a transfer history (kchaos issue 16).
+"""Exactly-once consume-transform-produce, checked on a transfer history.
 
 A transfer history (`workloads.transfer`) holds `send` ops that put input records on the
 input keys, `txn` ops that are transfers (a poll of input keys, then one send per input

@@ -1,4 +1,4 @@
-"""The exit codes of every kchaos command (DESIGN.md, "The run", step 7)."""
+"""The exit codes of every kchaos command (docs/architecture.md, "The run, end to end")."""
 
 from __future__ import annotations
 

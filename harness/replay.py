@@ -1,4 +1,4 @@
-"""`kchaos replay`: a stored run's fault schedule, run again (DESIGN.md's run, same parts).
+"""`kchaos replay`: a stored run's fault schedule, run again (same parts).
 
     schedule_of_run(run_dir)        # the schedule a run's history recorded (nemesis.schedule)
     load_source(path)               # a run folder, or a schedule file written by shrink

@@ -1,4 +1,4 @@
-"""The run, end to end (DESIGN.md, "The run"), written as Jepsen's `run!`: nested scopes.
+"""The run, end to end (docs/architecture.md), written as Jepsen's `run!`: nested scopes.
 
     store folder and log ─ Spark starting in the background
       └─ db up (test.db) ─ nemesis set up ─ history writer

@@ -1,4 +1,4 @@
-"""The store: one folder per run, `store/<test-name>/<YYYYMMDDTHHMMSS>/` (DESIGN.md, "Store").
+"""The store: one folder per run, `store/<test-name>/<YYYYMMDDTHHMMSS>/` (docs/running.md).
 
 `create_run` makes the folder and points `store/latest` and `store/<test-name>/latest`
 at it. File names and `resolve_run` are `reports.layout`'s.

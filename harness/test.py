@@ -1,4 +1,4 @@
-"""A test is a value made of small parts (DESIGN.md, "A test is a set of parts").
+"""A test is a value made of small parts (docs/architecture.md, "A test is a set of parts").
 
     Test(name, seed, time_limit, store, nodes,
          db,        # the system under test: start() -> a running db (harness.db.part)

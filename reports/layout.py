@@ -1,4 +1,4 @@
-"""The run folder's layout (DESIGN.md, "Store"): every file name in one place.
+"""The run folder's layout (docs/running.md, the store): every file name in one place.
 
     store/<test-name>/<YYYYMMDDTHHMMSS>/   one run: test.json, history.jsonl, results.json,
                                            report.html, timeline.html, plots, kchaos.log,

@@ -1,4 +1,4 @@
-"""A stored run, loaded for reporting (DESIGN.md, "Store").
+"""A stored run, loaded for reporting (docs/running.md, the store).
 
 `load_run` reads what a run folder holds and never raises on a missing or
 broken file: a harness that crashed still deserves a report, so each problem is

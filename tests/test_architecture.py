@@ -1,4 +1,4 @@
-"""DESIGN.md's dependency arrows, checked on the imports of every module (nothing points up)."""
+"""docs/architecture.md's dependency rules, checked on every module's imports (none up)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The controller's lines in the node's event log (DESIGN.md):
+"""The controller's lines in the node's event log (docs/broker.md):
 
     {"time": epoch ms, "controller_id", "controller_epoch", "event", "topic", "partition",
      "selector", "old_leader", "new_leader", "leader_epoch", "isr", "unclean"}

@@ -1,4 +1,4 @@
-"""Acceptance of the broker (issue 3, section 7): real ZooKeeper, three broker processes,
+"""Acceptance of the broker: real ZooKeeper, three broker processes,
 real Kafka clients (confluent-kafka, kafka-python, aiokafka) on loopback."""
 
 from __future__ import annotations

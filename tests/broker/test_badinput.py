@@ -1,4 +1,4 @@
-"""Bad input (issue 3, section 6): malformed, truncated, oversize and unsupported requests
+"""Bad input: malformed, truncated, oversize and unsupported requests
 get an error response or a closed connection, never a crashed or wedged broker; afterwards
 a real client still produces and consumes."""
 

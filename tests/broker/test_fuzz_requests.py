@@ -113,7 +113,7 @@ def list_offsets(version: int, sharp: bool):
 
 
 def metadata(version: int, sharp: bool):
-    # v0-v3 end with the name: most cuts fall inside it (the issue's `f`, `fu`, `fuz`)
+    # v0-v3 end with the name: most cuts fall inside it (names cut to `f`, `fu`, `fuz`)
     name = ("fuzz-metadata-" if sharp else ABSENT) + "abcdefghijklmnopqrstuvwxyz"
     Topic = MetadataRequest.MetadataRequestTopic
     return MetadataRequest[version](

@@ -1,4 +1,4 @@
-"""Consumer groups with real clients (issue 14, section 2): the storyline of
+"""Consumer groups with real clients: the storyline of
 tests/support/group_storyline.py for confluent-kafka, kafka-python, aiokafka, kcat and the
 Java client, against our broker (`kchaos`) and against Apache Kafka 3.9.1 (`kafka`, when
 its jars are cached), three loopback brokers of each sharing one ZooKeeper.

@@ -1,4 +1,4 @@
-"""Transactions and exactly-once (issue 16, "Done when"): three loopback brokers and a real
+"""Transactions and exactly-once, the acceptance tests: three loopback brokers and a real
 ZooKeeper, real transactional clients (confluent-kafka, kafka-python, aiokafka, the Java
 client 3.9.1), against our broker (`kchaos`) and Apache Kafka 3.9.1 (`kafka`).
 

@@ -1,4 +1,4 @@
-"""The consumer-group storyline (issue 14, section 2) for one client against one cluster.
+"""The consumer-group storyline for one client against one cluster.
 
 `Storyline(cluster, client, directory, name).run()` plays, with topic and group `name`:
 
