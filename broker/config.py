@@ -208,7 +208,7 @@ SPEC: dict[str, tuple[str, Callable[[str], Any], Any]] = {
         _int(1),
         10000,
     ),
-    # fault-injection knobs of the detection suite (README, "Debug knobs"); off by default
+    # fault-injection knobs of the detection suite (docs/broker.md, "Debug knobs"); off by default
     "kchaos.debug.ack-commit-before-replication": (
         "debug_ack_commit_before_replication",
         _bool,

@@ -20,7 +20,7 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
         "met its expectation, 1 otherwise, 3 for a bad plan, a refused --parallel, an "
         "interrupted night or a harness error.")
     nightly.add_argument("plan", type=Path, nargs="?", metavar="PLAN.toml",
-                         help="the plan (see README, 'Nightly runs')")
+                         help="the plan (see docs/nightly.md)")
     nightly.add_argument("--suite", metavar="NAME",
                          help="a plan shipped with kchaos (harness/nightly/suites/NAME.toml); "
                               "'list' lists them")

@@ -35,7 +35,7 @@ DEFAULT_VERSION = "3.9.1"
 @dataclass(frozen=True)
 class Release:
     """How a Kafka version is fetched: its Scala build, and the pom's properties that
-    make it run on Java 17 (README, "Apache Kafka")."""
+    make it run on Java 17 (docs/kafka.md)."""
 
     scala: str
     maven_properties: tuple[str, ...] = ()
