@@ -93,62 +93,53 @@ class Fault:
     needs: tuple[type, ...] = ()
 
 
-NET = PartitionableNetwork
 # Capabilities a db may well lack whichever faults it serves: `all` leaves out their faults.
 EXTRAS = frozenset({LosesUnflushed, VMControl})
-# What a target value of a broker fault needs (`nemesis.process.resolve_brokers`).
-BROKER_TARGETS: dict[str, tuple[type, ...]] = {
-    "controller": (HasController,), "leader": (HasLeaders,), "coordinator": (HasCoordinator,)}
-
-
-def _broker_fault(kind: str, start: str, values: tuple[str, ...], stop: str | None,
-                  *needs: type) -> Fault:
-    targets = tuple(c for v in values for c in BROKER_TARGETS.get(v, ()))
-    return Fault(kind, start, values, stop, tuple(dict.fromkeys((*needs, *targets))))
-
 
 _PARTITION = {"partition-one": "one", "partition-halves": "halves", "partition-ring": "ring",
               "partition-bridge": "bridge", "isolate-controller": "controller",
               "isolate-zookeeper": "zookeeper", "leader-from-followers": "leader-from-followers",
               "isolate-coordinator": "coordinator"}
-_PARTITION_NEEDS: dict[str, tuple[type, ...]] = {
+# What a partition shape needs beyond a network to cut.
+_SHAPE_NEEDS: dict[str, tuple[type, ...]] = {
     "controller": (HasController,), "zookeeper": (HasZooKeeper,),
     "leader-from-followers": (HasLeaders,), "coordinator": (HasCoordinator,)}
-_LEADER = (NET, Killable, HasLeaders)
+_TARGETED = (PartitionableNetwork, Killable, HasLeaders)
 FAULTS: dict[str, Fault] = {
     **{name: Fault("partition", "start-partition", (shape,), "stop-partition",
-                   (NET, *_PARTITION_NEEDS.get(shape, ())))
+                   (PartitionableNetwork, *_SHAPE_NEEDS.get(shape, ())))
        for name, shape in _PARTITION.items()},
     "packet-loss": Fault("packet-loss", "start-packet-loss", ({"probability": 0.2},),
-                         "stop-packet-loss", (NET,)),
-    "kill": _broker_fault("kill", "kill", ("one",), "start", Killable),
-    "kill-controller": _broker_fault("kill", "kill", ("controller",), "start", Killable),
-    "kill-leader": _broker_fault("kill", "kill", ("leader",), "start", Killable),
-    "kill-all": _broker_fault("kill", "kill", ("all",), "start", Killable),
-    "kill-coordinator": _broker_fault("kill", "kill", ("coordinator",), "start", Killable),
-    "restart": _broker_fault("restart", "restart", ("one", "controller", "leader"), None,
-                             Killable),
-    "pause": _broker_fault("pause", "pause", ("one", "controller", "leader"), "resume",
-                           Pausable),
+                         "stop-packet-loss", (PartitionableNetwork,)),
+    "kill": Fault("kill", "kill", ("one",), "start", (Killable,)),
+    "kill-controller": Fault("kill", "kill", ("controller",), "start", (Killable, HasController)),
+    "kill-leader": Fault("kill", "kill", ("leader",), "start", (Killable, HasLeaders)),
+    "kill-all": Fault("kill", "kill", ("all",), "start", (Killable,)),
+    "kill-coordinator": Fault("kill", "kill", ("coordinator",), "start",
+                              (Killable, HasCoordinator)),
+    "restart": Fault("restart", "restart", ("one", "controller", "leader"), None,
+                     (Killable, HasController, HasLeaders)),
+    "pause": Fault("pause", "pause", ("one", "controller", "leader"), "resume",
+                   (Pausable, HasController, HasLeaders)),
     "pause-zookeeper": Fault("pause-zookeeper", "pause-zookeeper", ("leader", "majority"),
                              "resume-zookeeper", (Pausable, HasZooKeeper)),
-    "expire-session": _broker_fault("expire-session", "expire-session", ("one", "controller"),
-                                    None, NET, HasZooKeeper),
+    "expire-session": Fault("expire-session", "expire-session", ("one", "controller"), None,
+                            (PartitionableNetwork, HasZooKeeper, HasController)),
     "pause-consumers": Fault("pause-consumers", "start-pause-consumers", ("one", "some"),
                              "stop-pause-consumers"),
     "add-partitions": Fault("add-partitions", "add-partitions", (1, 2)),
     "isolate-leader": Fault("partition", "start-partition", ("leader",), "stop-partition",
-                            (NET, HasLeaders)),
+                            (PartitionableNetwork, HasLeaders)),
     "shrink-isr-kill-leader": Fault("targeted", "shrink-isr", ("kill",), "heal-targeted",
-                                    _LEADER),
+                                    _TARGETED),
     "shrink-isr-isolate-leader": Fault("targeted", "shrink-isr", ("isolate",),
-                                       "heal-targeted", _LEADER),
+                                       "heal-targeted", _TARGETED),
     "kill-new-leader": Fault("targeted", "kill-new-leader", ("leader",), "heal-targeted",
-                             _LEADER),
+                             _TARGETED),
     "strand-follower": Fault("targeted", "strand-follower", ("leader",), "heal-targeted",
-                             _LEADER),
+                             _TARGETED),
     "depose-coordinator": Fault("targeted", "depose-coordinator", ("coordinator",),
-                                "heal-targeted", (*_LEADER, HasCoordinator)),
+                                "heal-targeted", (*_TARGETED, HasCoordinator)),
     "crash-lose-unflushed": Fault("crash-lose-unflushed", "crash-lose-unflushed",
                                   ("one", "leader", "replicas"), "power-on",
                                   (Killable, HasLeaders, LosesUnflushed)),
