@@ -12,6 +12,7 @@ from harness.cli import main
 from harness.config import ConfigError, load_config
 from harness.control.backends import BackendOptions
 from harness.db.cluster import Cluster
+from harness.db.kafka.distribution import CACHE, COMPLETE, DEFAULT_VERSION
 from harness.db.kchaos import KchaosOptions
 from harness.db.kchaos import build as build_kchaos
 from harness.db.part import DBContext
@@ -101,6 +102,16 @@ def test_what_the_kchaos_db_offers_depends_on_its_backend_and_properties():
         build_test(load_config(None, {"nemesis": "kill,crash-lose-unflushed"}))
     build_test(load_config(None, {"nemesis": "crash-lose-unflushed",
                                   "broker_config": [f"{k}={v}" for k, v in KNOB.items()]}))
+
+
+@pytest.mark.skipif(not (CACHE / DEFAULT_VERSION / COMPLETE).exists(),
+                    reason="Kafka's jars are not cached: make bootstrap")
+def test_apache_kafka_refuses_the_simulated_power_loss_and_says_why():
+    with pytest.raises(ConfigError, match="--nemesis crash-lose-unflushed needs brokers that "
+                                          "lose their unflushed data when killed; Apache "
+                                          "Kafka has no property"):
+        build_test(load_config(None, {"db": "kafka", "nemesis": "crash-lose-unflushed"}))
+    build_test(load_config(None, {"db": "kafka", "nemesis": "all"}))
 
 
 def test_kchaos_run_refuses_a_fault_the_db_cannot_serve_before_anything_starts(
