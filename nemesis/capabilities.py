@@ -210,8 +210,9 @@ NAMES: dict[type, str] = {
 @dataclass(frozen=True)
 class Offer:
     """What a db will be able to do once running: `db` as the user names it (e.g. "--db
-    kafka"), the capabilities it `has`, and for some it lacks, why and what to do instead
-    (`why_not`: "the namespaces backend has none: use --backend vagrant")."""
+    kafka"), the capabilities it `has`, and for some it lacks, a sentence naming the db,
+    why and what to do instead (`why_not`: "--db kchaos on --backend local has none: use
+    --backend vagrant")."""
 
     db: str
     has: frozenset[type]

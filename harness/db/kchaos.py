@@ -32,7 +32,7 @@ def build(options: KchaosOptions, context: DBContext) -> ClusterDB:
     if str(options.broker_config.get(LOSE_UNFLUSHED, "")).lower() == "true":
         return ClusterDB(spec, "kchaos", frozenset({LosesUnflushed}))
     return ClusterDB(spec, "kchaos", why_not={
-        LosesUnflushed: f"add --broker-config {LOSE_UNFLUSHED}=true"})
+        LosesUnflushed: f"--db kchaos has them only with --broker-config {LOSE_UNFLUSHED}=true"})
 
 
 KIND = DBKind(KchaosOptions, build)

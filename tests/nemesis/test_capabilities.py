@@ -96,9 +96,9 @@ def test_what_the_kchaos_db_offers_depends_on_its_backend_and_properties():
     assert VMControl not in local.offer().has and LosesUnflushed not in local.offer().has
     assert HasController in local.offer().has and HasZooKeeper in local.offer().has
     with pytest.raises(ConfigError, match="--nemesis crash-lose-unflushed needs brokers that "
-                                          "lose their unflushed data when killed; add "
-                                          "--broker-config kchaos.debug.lose-unflushed-on-"
-                                          "crash=true"):
+                                          "lose their unflushed data when killed; --db "
+                                          "kchaos has them only with --broker-config "
+                                          "kchaos.debug.lose-unflushed-on-crash=true"):
         build_test(load_config(None, {"nemesis": "kill,crash-lose-unflushed"}))
     build_test(load_config(None, {"nemesis": "crash-lose-unflushed",
                                   "broker_config": [f"{k}={v}" for k, v in KNOB.items()]}))
@@ -108,8 +108,8 @@ def test_what_the_kchaos_db_offers_depends_on_its_backend_and_properties():
                     reason="Kafka's jars are not cached: make bootstrap")
 def test_apache_kafka_refuses_the_simulated_power_loss_and_says_why():
     with pytest.raises(ConfigError, match="--nemesis crash-lose-unflushed needs brokers that "
-                                          "lose their unflushed data when killed; Apache "
-                                          "Kafka has no property"):
+                                          "lose their unflushed data when killed; --db "
+                                          "kafka has none: Apache Kafka has no property"):
         build_test(load_config(None, {"db": "kafka", "nemesis": "crash-lose-unflushed"}))
     build_test(load_config(None, {"db": "kafka", "nemesis": "all"}))
 

@@ -20,9 +20,10 @@ from nemesis.capabilities import LosesUnflushed
 
 __all__ = ["KIND", "KafkaOptions", "check_kafka_config"]
 
-NO_POWER_LOSS = ("Apache Kafka has no property that drops its unflushed log tail on a crash "
-                 "(kchaos.debug.lose-unflushed-on-crash is our broker's fault injection); a "
-                 "real power loss needs machines to switch off (--nemesis crash-vm)")
+NO_POWER_LOSS = ("--db kafka has none: Apache Kafka has no property that drops its unflushed "
+                 "log tail on a crash (kchaos.debug.lose-unflushed-on-crash is our broker's "
+                 "fault injection); a real power loss needs machines to switch off "
+                 "(--nemesis crash-vm)")
 
 
 @dataclass(frozen=True, kw_only=True)
