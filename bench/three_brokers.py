@@ -13,7 +13,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from harness.control.backends import BackendOptions
 from harness.db.part import DB, DBContext
 from harness.db.registry import DBS
-from nemesis.targets import read_snapshot
+from harness.db.znodes import read_snapshot
 
 __all__ = ["create_topic", "db_names", "three_brokers", "wait_full_isr"]
 

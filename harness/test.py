@@ -9,8 +9,10 @@
 `build_test(config)` is the only place where options become parts: each part comes from
 its registry (`harness.db.registry.DBS`, `workloads.registry.WORKLOADS`, the faults of
 `nemesis.package`, `checker.registry.CHECKERS`) and its own declared options.
-`harness.runner.run_test(test)` uses only the parts; it hands the workload, once built,
-to the nemesis package (`Package.consumers`), for the consumer-group faults.
+A fault the db cannot serve (`DB.offer()`, `nemesis.capabilities`) is refused here, before
+anything starts. `harness.runner.run_test(test)` uses only the parts; it hands the
+workload, once built, to the nemesis package (`Package.consumers`), for the consumer-group
+faults.
 """
 
 from __future__ import annotations
@@ -31,7 +33,6 @@ from harness.db.registry import DBS
 from harness.scenarios import SCENARIOS
 from nemesis.consumers import DEFAULT_SESSION_TIMEOUT
 from nemesis.package import Package, Schedule, check_applicable, package
-from nemesis.vm import check_backend
 from workloads.part import Workload, WorkloadContext, WorkloadKind
 from workloads.registry import WORKLOADS
 
@@ -98,8 +99,7 @@ def build_test(config: TestConfig) -> Test:
         checker = composed(checker_names(run.checker) if run.checker
                            else kind.checkers_for(config.workload))
         nemesis = _nemesis(config, seed)
-        check_applicable(nemesis.faults, run.db, getattr(config.db, "broker_config", {}))
-        check_backend(nemesis.faults, config.backend.backend)
+        check_applicable(nemesis.faults, db.offer())
     except ValueError as error:
         raise ConfigError(str(error)) from error
     return Test(

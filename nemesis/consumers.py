@@ -29,7 +29,8 @@ from typing import Protocol, runtime_checkable
 from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import AdminClient, NewPartitions
 
-from nemesis.targets import ClusterControl
+from nemesis.base import BaseNemesis, completed, skipped
+from nemesis.capabilities import Nodes
 
 __all__ = [
     "DEFAULT_SESSION_TIMEOUT",
@@ -42,7 +43,6 @@ __all__ = [
     "Consumers",
     "PauseConsumersNemesis",
     "create_partitions",
-    "skipped",
 ]
 
 DEFAULT_SESSION_TIMEOUT = 6.0
@@ -100,11 +100,6 @@ class Consumers:
         return self.targets.topic if self.targets is not None else None
 
 
-def skipped(op: dict, reason: str) -> dict:
-    """The op completed as a logged no-op, saying why."""
-    return {**op, "type": "info", "value": {"skipped": reason}}
-
-
 def _signal(pid: int, sig: signal.Signals) -> bool:
     try:
         os.kill(pid, sig)
@@ -113,7 +108,7 @@ def _signal(pid: int, sig: signal.Signals) -> bool:
     return True
 
 
-class PauseConsumersNemesis:
+class PauseConsumersNemesis(BaseNemesis):
     """`start-pause-consumers` (SIGSTOP "one" or "some" consumer processes) and
     `stop-pause-consumers` (SIGCONT them once the session timeout + 2 s has passed)."""
 
@@ -129,18 +124,15 @@ class PauseConsumersNemesis:
     def hold(self) -> float:
         return self.consumers.session_timeout + PAUSE_MARGIN
 
-    def setup(self, cluster: ClusterControl) -> None:
-        pass
-
-    def teardown(self, cluster: ClusterControl) -> None:
+    def teardown(self, cluster: Nodes) -> None:
         self._resume()
 
-    def invoke(self, cluster: ClusterControl, op: dict) -> dict:
+    def invoke(self, cluster: Nodes, op: dict) -> dict:
         if op["f"] == "stop-pause-consumers":
             if not self.paused:
-                return {**op, "type": "info", "value": "not-started"}
+                return completed(op, "not-started")
             time.sleep(max(0.0, self.until - time.monotonic()))
-            return {**op, "type": "info", "value": {"resumed": self._resume()}}
+            return completed(op, {"resumed": self._resume()})
         pids = sorted(set(self.consumers.pids()) - set(self.paused))
         if not pids:
             return skipped(op, NO_PROCESSES)
@@ -148,7 +140,7 @@ class PauseConsumersNemesis:
         stopped = [pid for pid in chosen if _signal(pid, signal.SIGSTOP)]
         self.paused += stopped
         self.until = time.monotonic() + self.hold
-        return {**op, "type": "info", "value": {"paused": stopped, "seconds": self.hold}}
+        return completed(op, {"paused": stopped, "seconds": self.hold})
 
     def _choose(self, pids: list[int], spec: str) -> list[int]:
         if spec == "one":
@@ -196,7 +188,7 @@ def create_partitions(bootstrap_servers: str, topic: str, more: int,
         return before, before + more
 
 
-class AddPartitionsNemesis:
+class AddPartitionsNemesis(BaseNemesis):
     """`add-partitions` with value 1 or 2: that many more partitions of the workload's
     topic, at most `MAX_ADDITIONS` times a run (then a logged no-op)."""
 
@@ -208,13 +200,7 @@ class AddPartitionsNemesis:
         self.grow = grow
         self.additions = 0
 
-    def setup(self, cluster: ClusterControl) -> None:
-        pass
-
-    def teardown(self, cluster: ClusterControl) -> None:
-        pass
-
-    def invoke(self, cluster: ClusterControl, op: dict) -> dict:
+    def invoke(self, cluster: Nodes, op: dict) -> dict:
         topic = self.consumers.topic
         if not topic:
             return skipped(op, NO_TOPIC)
@@ -222,4 +208,4 @@ class AddPartitionsNemesis:
             return skipped(op, f"partitions were added {MAX_ADDITIONS} times already")
         self.additions += 1
         before, after = self.grow(cluster.bootstrap_servers, topic, int(op.get("value") or 1))
-        return {**op, "type": "info", "value": {"topic": topic, "partitions": [before, after]}}
+        return completed(op, {"topic": topic, "partitions": [before, after]})

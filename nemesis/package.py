@@ -15,9 +15,10 @@ over once the workload is built: `package.consumers.attach(workload)` (see
 
 Targeted faults (`nemesis.targeted`: `shrink-isr-kill-leader`, `shrink-isr-isolate-leader`,
 `kill-new-leader`, `strand-follower`, `depose-coordinator`) wait inside their op for the
-cluster to react. A fault may need something of the system under test (`Fault.requires`:
-`crash-lose-unflushed` needs our broker with kchaos.debug.lose-unflushed-on-crash=true);
-`check_applicable` refuses it otherwise, and the `all` group leaves such faults out.
+cluster to react. Each fault names what it needs of the db (`Fault.needs`, protocols of
+`nemesis.capabilities`): `check_applicable` refuses, before the run, a fault the db's
+`Offer` lacks (`crash-lose-unflushed` needs brokers that lose their unflushed data,
+`crash-vm` machines), and the `all` group leaves out the faults that need such extras.
 """
 
 from __future__ import annotations
@@ -25,8 +26,24 @@ from __future__ import annotations
 import random
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any
 
+from nemesis.base import BaseNemesis, Nemesis, completed
+from nemesis.capabilities import (
+    HasController,
+    HasCoordinator,
+    HasLeaders,
+    HasZooKeeper,
+    Killable,
+    LosesUnflushed,
+    Nodes,
+    Offer,
+    PartitionableNetwork,
+    Pausable,
+    VMControl,
+    refusal,
+    zookeepers,
+)
 from nemesis.consumers import (
     DEFAULT_SESSION_TIMEOUT,
     PAUSE_MARGIN,
@@ -44,8 +61,7 @@ from nemesis.process import (
     RestartNemesis,
 )
 from nemesis.targeted import TargetedNemesis
-from nemesis.targets import ClusterControl
-from nemesis.vm import CrashVMNemesis, PauseVMNemesis
+from nemesis.vm import VMNemesis
 
 __all__ = [
     "FAULTS",
@@ -54,10 +70,8 @@ __all__ = [
     "Fault",
     "HealNemesis",
     "KINDS",
-    "Nemesis",
     "NemesisOptions",
     "Package",
-    "Requirement",
     "Schedule",
     "check_applicable",
     "compose",
@@ -67,112 +81,88 @@ __all__ = [
 ]
 
 
-class Nemesis(Protocol):
-    """A fault injector: it claims the op `fs` it handles and returns each op completed
-    with what it actually did."""
-
-    fs: frozenset[str]
-
-    def setup(self, cluster: ClusterControl) -> None: ...
-    def invoke(self, cluster: ClusterControl, op: dict) -> dict: ...
-    def teardown(self, cluster: ClusterControl) -> None: ...
-
-
-@dataclass(frozen=True)
-class Requirement:
-    """What a fault needs of the system under test: one of `dbs` (`unsupported`: db -> why
-    not), with these broker properties set."""
-
-    dbs: tuple[str, ...]
-    broker_config: Mapping[str, str]
-    unsupported: Mapping[str, str] = field(default_factory=dict)
-
-
 @dataclass(frozen=True)
 class Fault:
-    """A named fault: which nemesis kind does it, the op that starts it, the f that ends it,
-    and what it needs of the system under test (None: nothing)."""
+    """A named fault: which nemesis kind does it, the op that starts it (with one of
+    `values`), the f that ends it, and the capabilities it needs of the db."""
 
     kind: str
     start: str
     values: tuple[Any, ...]
     stop: str | None = None
-    requires: Requirement | None = None
+    needs: tuple[type, ...] = ()
 
 
-POWER_LOSS = Requirement(
-    dbs=("kchaos",),
-    broker_config={"kchaos.debug.lose-unflushed-on-crash": "true"},
-    unsupported={"kafka": "Apache Kafka has no property that drops its unflushed log tail "
-                          "on a crash (kchaos.debug.lose-unflushed-on-crash is our broker's "
-                          "fault injection); a real power loss needs machines to switch off "
-                          "(VMs)"})
-
-MACHINES = Requirement(dbs=("kchaos", "kafka"), broker_config={})  # nemesis.vm.check_backend
-
+# Capabilities a db may well lack whichever faults it serves: `all` leaves out their faults.
+EXTRAS = frozenset({LosesUnflushed, VMControl})
 
 _PARTITION = {"partition-one": "one", "partition-halves": "halves", "partition-ring": "ring",
               "partition-bridge": "bridge", "isolate-controller": "controller",
               "isolate-zookeeper": "zookeeper", "leader-from-followers": "leader-from-followers",
               "isolate-coordinator": "coordinator"}
+# What a partition shape needs beyond a network to cut.
+_SHAPE_NEEDS: dict[str, tuple[type, ...]] = {
+    "controller": (HasController,), "zookeeper": (HasZooKeeper,),
+    "leader-from-followers": (HasLeaders,), "coordinator": (HasCoordinator,)}
+_TARGETED = (PartitionableNetwork, Killable, HasLeaders)
 FAULTS: dict[str, Fault] = {
-    **{name: Fault("partition", "start-partition", (shape,), "stop-partition")
+    **{name: Fault("partition", "start-partition", (shape,), "stop-partition",
+                   (PartitionableNetwork, *_SHAPE_NEEDS.get(shape, ())))
        for name, shape in _PARTITION.items()},
     "packet-loss": Fault("packet-loss", "start-packet-loss", ({"probability": 0.2},),
-                         "stop-packet-loss"),
-    "kill": Fault("kill", "kill", ("one",), "start"),
-    "kill-controller": Fault("kill", "kill", ("controller",), "start"),
-    "kill-leader": Fault("kill", "kill", ("leader",), "start"),
-    "kill-all": Fault("kill", "kill", ("all",), "start"),
-    "kill-coordinator": Fault("kill", "kill", ("coordinator",), "start"),
-    "restart": Fault("restart", "restart", ("one", "controller", "leader")),
-    "pause": Fault("pause", "pause", ("one", "controller", "leader"), "resume"),
+                         "stop-packet-loss", (PartitionableNetwork,)),
+    "kill": Fault("kill", "kill", ("one",), "start", (Killable,)),
+    "kill-controller": Fault("kill", "kill", ("controller",), "start", (Killable, HasController)),
+    "kill-leader": Fault("kill", "kill", ("leader",), "start", (Killable, HasLeaders)),
+    "kill-all": Fault("kill", "kill", ("all",), "start", (Killable,)),
+    "kill-coordinator": Fault("kill", "kill", ("coordinator",), "start",
+                              (Killable, HasCoordinator)),
+    "restart": Fault("restart", "restart", ("one", "controller", "leader"), None,
+                     (Killable, HasController, HasLeaders)),
+    "pause": Fault("pause", "pause", ("one", "controller", "leader"), "resume",
+                   (Pausable, HasController, HasLeaders)),
     "pause-zookeeper": Fault("pause-zookeeper", "pause-zookeeper", ("leader", "majority"),
-                             "resume-zookeeper"),
-    "expire-session": Fault("expire-session", "expire-session", ("one", "controller")),
+                             "resume-zookeeper", (Pausable, HasZooKeeper)),
+    "expire-session": Fault("expire-session", "expire-session", ("one", "controller"), None,
+                            (PartitionableNetwork, HasZooKeeper, HasController)),
     "pause-consumers": Fault("pause-consumers", "start-pause-consumers", ("one", "some"),
                              "stop-pause-consumers"),
     "add-partitions": Fault("add-partitions", "add-partitions", (1, 2)),
-    "isolate-leader": Fault("partition", "start-partition", ("leader",), "stop-partition"),
-    "shrink-isr-kill-leader": Fault("targeted", "shrink-isr", ("kill",), "heal-targeted"),
+    "isolate-leader": Fault("partition", "start-partition", ("leader",), "stop-partition",
+                            (PartitionableNetwork, HasLeaders)),
+    "shrink-isr-kill-leader": Fault("targeted", "shrink-isr", ("kill",), "heal-targeted",
+                                    _TARGETED),
     "shrink-isr-isolate-leader": Fault("targeted", "shrink-isr", ("isolate",),
-                                       "heal-targeted"),
-    "kill-new-leader": Fault("targeted", "kill-new-leader", ("leader",), "heal-targeted"),
-    "strand-follower": Fault("targeted", "strand-follower", ("leader",), "heal-targeted"),
+                                       "heal-targeted", _TARGETED),
+    "kill-new-leader": Fault("targeted", "kill-new-leader", ("leader",), "heal-targeted",
+                             _TARGETED),
+    "strand-follower": Fault("targeted", "strand-follower", ("leader",), "heal-targeted",
+                             _TARGETED),
     "depose-coordinator": Fault("targeted", "depose-coordinator", ("coordinator",),
-                                "heal-targeted"),
+                                "heal-targeted", (*_TARGETED, HasCoordinator)),
     "crash-lose-unflushed": Fault("crash-lose-unflushed", "crash-lose-unflushed",
-                                  ("one", "leader", "replicas"), "power-on", POWER_LOSS),
-    "crash-vm": Fault("crash-vm", "crash-vm", ("one", "broker", "zookeeper"), "start-vm",
-                      MACHINES),
-    "pause-vm": Fault("pause-vm", "pause-vm", ("one", "broker", "zookeeper"), "resume-vm",
-                      MACHINES),
+                                  ("one", "leader", "replicas"), "power-on",
+                                  (Killable, HasLeaders, LosesUnflushed)),
+    "crash-vm": Fault("vm", "crash-vm", ("one", "broker", "zookeeper"), "start-vm",
+                      (VMControl, Killable)),
+    "pause-vm": Fault("vm", "pause-vm", ("one", "broker", "zookeeper"), "resume-vm",
+                      (VMControl,)),
 }
 GROUPS: dict[str, tuple[str, ...]] = {
     "partition": tuple(_PARTITION),
     "targeted": ("shrink-isr-kill-leader", "shrink-isr-isolate-leader", "kill-new-leader",
                  "strand-follower", "depose-coordinator"),
-    "all": tuple(name for name, fault in FAULTS.items() if fault.requires is None),
+    "all": tuple(name for name, fault in FAULTS.items() if not EXTRAS & set(fault.needs)),
 }
 
 
-def check_applicable(names: Iterable[str], db: str, broker_config: Mapping[str, str]) -> None:
-    """ValueError saying what to change when a fault of `names` (expanded) cannot run on `db`
-    with `broker_config`."""
+def check_applicable(names: Iterable[str], offer: Offer) -> None:
+    """ValueError naming the fault, what it needs and what to do, for the first fault of
+    `names` (expanded) that the db of `offer` cannot serve."""
     for name in names:
-        needs = FAULTS[name].requires
-        if needs is None:
-            continue
-        if db not in needs.dbs:
-            why = needs.unsupported.get(db, f"it runs only on --db {' or '.join(needs.dbs)}")
-            raise ValueError(f"nemesis {name} does not apply to --db {db}: {why}")
-        for key, value in needs.broker_config.items():
-            if str(broker_config.get(key, "")).lower() != value:
-                raise ValueError(
-                    f"nemesis {name} needs brokers that lose their unflushed data when "
-                    f"killed: add --broker-config {key}={value}"
-                    if key == "kchaos.debug.lose-unflushed-on-crash" else
-                    f"nemesis {name} needs --broker-config {key}={value}")
+        refused = refusal(name, FAULTS[name].needs, offer)
+        if refused is not None:
+            raise ValueError(refused)
 
 
 def expand(names: str | Iterable[str]) -> list[str]:
@@ -190,29 +180,27 @@ def expand(names: str | Iterable[str]) -> list[str]:
     return [name for name in dict.fromkeys(result) if name != "none"]
 
 
-class HealNemesis:
-    """`heal`: every firewall rule gone, every process continued, every process running."""
+class HealNemesis(BaseNemesis):
+    """`heal`: every firewall rule gone, every process continued, every process running,
+    as far as the db lets faults do each."""
 
     fs = frozenset({"heal"})
 
     def __init__(self, firewall: Firewall) -> None:
         self.firewall = firewall
 
-    def setup(self, cluster: ClusterControl) -> None:
-        pass
-
-    def teardown(self, cluster: ClusterControl) -> None:
-        pass
-
-    def invoke(self, cluster: ClusterControl, op: dict) -> dict:
-        self.firewall.heal(cluster)
+    def invoke(self, cluster: Nodes, op: dict) -> dict:
+        if isinstance(cluster, PartitionableNetwork):
+            self.firewall.heal(cluster)
         started = []
-        for service, nodes in (("zookeeper", cluster.zookeepers), ("broker", cluster.brokers)):
+        for service, nodes in (("zookeeper", zookeepers(cluster)), ("broker", cluster.brokers)):
             for node in nodes:
-                cluster.resume(node, service)
-                if not cluster.running(node, service) and cluster.start(node, service):
+                if isinstance(cluster, Pausable):
+                    cluster.resume(node, service)
+                if isinstance(cluster, Killable) and not cluster.running(node, service) \
+                        and cluster.start(node, service):
                     started.append(f"{node}:{service}")
-        return {**op, "type": "info", "value": {"healed": True, "started": started}}
+        return completed(op, {"healed": True, "started": started})
 
 
 class Composed:
@@ -229,16 +217,16 @@ class Composed:
         self.routes = claimed
         self.fs = frozenset(claimed)
 
-    def setup(self, cluster: ClusterControl) -> None:
+    def setup(self, cluster: Nodes) -> None:
         for nemesis in self.nemeses:
             nemesis.setup(cluster)
 
-    def invoke(self, cluster: ClusterControl, op: dict) -> dict:
+    def invoke(self, cluster: Nodes, op: dict) -> dict:
         if op["f"] not in self.routes:
             raise ValueError(f"no nemesis handles f {op['f']!r}; known: {sorted(self.fs)}")
         return self.routes[op["f"]].invoke(cluster, op)
 
-    def teardown(self, cluster: ClusterControl) -> None:
+    def teardown(self, cluster: Nodes) -> None:
         for nemesis in reversed(self.nemeses):
             nemesis.teardown(cluster)
 
@@ -325,8 +313,7 @@ KINDS: dict[str, Callable[[Firewall, random.Random, Consumers], Nemesis]] = {
     "targeted": lambda firewall, rng, consumers: TargetedNemesis(firewall, rng,
                                                                   consumers=consumers),
     "crash-lose-unflushed": lambda firewall, rng, consumers: CrashLoseUnflushedNemesis(rng),
-    "crash-vm": lambda firewall, rng, consumers: CrashVMNemesis(rng),
-    "pause-vm": lambda firewall, rng, consumers: PauseVMNemesis(rng),
+    "vm": lambda firewall, rng, consumers: VMNemesis(rng),
 }
 
 

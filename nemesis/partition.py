@@ -23,13 +23,17 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from nemesis import grudge as grudges
-from nemesis.consumers import NO_COORDINATED, Consumers, skipped
-from nemesis.targets import (
-    ClusterControl,
-    controller_node,
-    coordinator_target,
-    leader_and_followers,
+from nemesis.base import BaseNemesis, completed, no_target, skipped
+from nemesis.capabilities import (
+    HasController,
+    HasCoordinator,
+    HasLeaders,
+    HasZooKeeper,
+    PartitionableNetwork,
+    require,
 )
+from nemesis.consumers import NO_COORDINATED, Consumers
+from nemesis.targets import coordinator_target, leader_and_followers
 
 __all__ = ["SHAPES", "Firewall", "PacketLossNemesis", "PartitionNemesis"]
 
@@ -45,7 +49,7 @@ class Firewall:
         self.drops: dict[str, grudges.Grudge] = {}
         self.losses: dict[str, dict[str, dict[str, float]]] = {}
 
-    def set(self, cluster: ClusterControl, layer: str, grudge: grudges.Grudge | None = None,
+    def set(self, cluster: PartitionableNetwork, layer: str, grudge: grudges.Grudge | None = None,
             loss: Mapping[str, Mapping[str, float]] | None = None) -> None:
         """Replace `layer` (node -> dropped nodes; node -> {node: loss probability})."""
         touched = set(self.drops.get(layer, {})) | set(self.losses.get(layer, {}))
@@ -53,16 +57,16 @@ class Firewall:
         self.losses[layer] = {node: dict(p) for node, p in (loss or {}).items()}
         self._apply(cluster, touched | set(self.drops[layer]) | set(self.losses[layer]))
 
-    def clear(self, cluster: ClusterControl, layer: str) -> None:
+    def clear(self, cluster: PartitionableNetwork, layer: str) -> None:
         self.set(cluster, layer)
 
-    def heal(self, cluster: ClusterControl) -> None:
+    def heal(self, cluster: PartitionableNetwork) -> None:
         """Every layer gone and every node's rules flushed, whatever this object knew."""
         self.drops.clear()
         self.losses.clear()
         self._apply(cluster, set(cluster.nodes))
 
-    def _apply(self, cluster: ClusterControl, nodes: set[str]) -> None:
+    def _apply(self, cluster: PartitionableNetwork, nodes: set[str]) -> None:
         merged = grudges.merge(*self.drops.values())
         loss: dict[str, dict[str, float]] = {}
         for layer in self.losses.values():
@@ -72,13 +76,16 @@ class Firewall:
                     loss[node][other] = 1 - (1 - previous) * (1 - p)
 
         def apply(node: str) -> None:
-            cluster.remote.firewall(node, sorted(merged.get(node, ())), loss.get(node, {}))
+            cluster.firewall(node, sorted(merged.get(node, ())), loss.get(node, {}))
 
         with ThreadPoolExecutor(max_workers=8) as pool:
             list(pool.map(apply, sorted(nodes)))
 
 
-class PartitionNemesis:
+class PartitionNemesis(BaseNemesis):
+    """`start-partition` of a shape (the db needs what the shape names: a controller,
+    ZooKeeper, partition leaders, coordinators) and `stop-partition`."""
+
     fs = frozenset({"start-partition", "stop-partition"})
 
     def __init__(self, firewall: Firewall, rng: random.Random,
@@ -87,37 +94,38 @@ class PartitionNemesis:
         self.rng = rng
         self.consumers = consumers or Consumers()
 
-    def setup(self, cluster: ClusterControl) -> None:
+    def setup(self, cluster: PartitionableNetwork) -> None:
         self.firewall.clear(cluster, "partition")
 
-    def teardown(self, cluster: ClusterControl) -> None:
+    def teardown(self, cluster: PartitionableNetwork) -> None:
         self.firewall.clear(cluster, "partition")
 
-    def invoke(self, cluster: ClusterControl, op: dict) -> dict:
+    def invoke(self, cluster: PartitionableNetwork, op: dict) -> dict:
         if op["f"] == "stop-partition":
             self.firewall.clear(cluster, "partition")
-            return {**op, "type": "info", "value": "network-healed"}
+            return completed(op, "network-healed")
         if op.get("value") == "coordinator":
             return self._isolate_coordinator(cluster, op)
         grudge = self.grudge(cluster, op.get("value") or "one")
         if not any(grudge.values()):
-            return {**op, "type": "info", "value": "no-target"}
+            return no_target(op)
         self.firewall.set(cluster, "partition", grudge)
-        return {**op, "type": "info", "value": grudges.describe(grudge)}
+        return completed(op, grudges.describe(grudge))
 
-    def _isolate_coordinator(self, cluster: ClusterControl, op: dict) -> dict:
+    def _isolate_coordinator(self, cluster: PartitionableNetwork, op: dict) -> dict:
         keys = self.consumers.coordinated()
         if not keys:
             return skipped(op, NO_COORDINATED)
-        found = coordinator_target(cluster, keys, self.rng)
+        found = coordinator_target(require(cluster, HasCoordinator), keys, self.rng)
         if found is None:
-            return {**op, "type": "info", "value": "no-target"}
+            return no_target(op)
         named, node = found
         grudge = grudges.isolate(node, list(cluster.nodes))
         self.firewall.set(cluster, "partition", grudge)
-        return {**op, "type": "info", "value": {**named, **grudges.describe(grudge)}}
+        return completed(op, {**named, **grudges.describe(grudge)})
 
-    def grudge(self, cluster: ClusterControl, spec: str | Mapping[str, Any]) -> grudges.Grudge:
+    def grudge(self, cluster: PartitionableNetwork,
+               spec: str | Mapping[str, Any]) -> grudges.Grudge:
         """The grudge a shape resolves to on the live cluster; empty when there is no target."""
         shape = spec if isinstance(spec, str) else spec["shape"]
         nodes = list(cluster.nodes)
@@ -131,25 +139,27 @@ class PartitionNemesis:
         if shape == "bridge":
             return grudges.bridge(shuffled) if len(nodes) >= 3 else {}
         if shape == "controller":
-            node = controller_node(cluster)
+            node = require(cluster, HasController).controller()
             return grudges.isolate(node, nodes) if node else {}
         if shape == "zookeeper":
-            brokers = [n for n in cluster.brokers if n not in cluster.zookeepers]
-            return grudges.between(cluster.zookeepers, brokers) if brokers else {}
+            ensemble = require(cluster, HasZooKeeper).zookeepers
+            brokers = [n for n in cluster.brokers if n not in ensemble]
+            return grudges.between(ensemble, brokers) if brokers else {}
         if shape == "leader-from-followers":
             options = {} if isinstance(spec, str) else spec
-            found = leader_and_followers(cluster, self.rng, options.get("topic"),
-                                         options.get("partition"))
+            found = leader_and_followers(require(cluster, HasLeaders), self.rng,
+                                         options.get("topic"), options.get("partition"))
             return grudges.between([found[1]], found[2]) if found else {}
         if shape == "leader":
             options = {} if isinstance(spec, str) else spec
-            found = leader_and_followers(cluster, self.rng, options.get("topic"),
-                                         options.get("partition"), internal=False)
+            found = leader_and_followers(require(cluster, HasLeaders), self.rng,
+                                         options.get("topic"), options.get("partition"),
+                                         internal=False)
             return grudges.isolate(found[1], nodes) if found else {}
         raise ValueError(f"unknown partition shape {shape!r}; one of {', '.join(SHAPES)}")
 
 
-class PacketLossNemesis:
+class PacketLossNemesis(BaseNemesis):
     """`start-packet-loss` with value `{"probability": p}` (default 0.2): every node drops
     each packet from every other node with probability p; `stop-packet-loss` lifts it."""
 
@@ -158,18 +168,18 @@ class PacketLossNemesis:
     def __init__(self, firewall: Firewall) -> None:
         self.firewall = firewall
 
-    def setup(self, cluster: ClusterControl) -> None:
+    def setup(self, cluster: PartitionableNetwork) -> None:
         self.firewall.clear(cluster, "packet-loss")
 
-    def teardown(self, cluster: ClusterControl) -> None:
+    def teardown(self, cluster: PartitionableNetwork) -> None:
         self.firewall.clear(cluster, "packet-loss")
 
-    def invoke(self, cluster: ClusterControl, op: dict) -> dict:
+    def invoke(self, cluster: PartitionableNetwork, op: dict) -> dict:
         if op["f"] == "stop-packet-loss":
             self.firewall.clear(cluster, "packet-loss")
-            return {**op, "type": "info", "value": "network-healed"}
+            return completed(op, "network-healed")
         probability = float((op.get("value") or {}).get("probability", 0.2))
         nodes = list(cluster.nodes)
         loss = {node: {other: probability for other in nodes if other != node} for node in nodes}
         self.firewall.set(cluster, "packet-loss", loss=loss)
-        return {**op, "type": "info", "value": {"probability": probability, "nodes": nodes}}
+        return completed(op, {"probability": probability, "nodes": nodes})

@@ -3,8 +3,8 @@
 The process kill is an ordinary SIGKILL; what makes it a power loss is the broker's
 testing-only property `kchaos.debug.lose-unflushed-on-crash=true`, with which a broker
 that starts after an unclean shutdown cuts each log back to its last fsynced offset (the
-page cache a real power loss takes). The fault therefore applies only to our broker with
-that property set (`nemesis.package.REQUIREMENTS` refuses it otherwise, before anything
+page cache a real power loss takes). The fault therefore needs `LosesUnflushed`, which only
+our broker with that property set offers (any other db refuses the fault before anything
 starts); Apache Kafka has no such property, and a real power loss needs machines to
 switch off (VMs).
 
@@ -22,34 +22,31 @@ import random
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
+from nemesis.base import BaseNemesis, completed, no_target
+from nemesis.capabilities import HasLeaders, Killable, require
 from nemesis.process import resolve_brokers
-from nemesis.targets import ClusterControl, leader_and_followers
+from nemesis.targets import leader_and_followers
 
 __all__ = ["CrashLoseUnflushedNemesis"]
 
 
-class CrashLoseUnflushedNemesis:
+class CrashLoseUnflushedNemesis(BaseNemesis):
     fs = frozenset({"crash-lose-unflushed", "power-on"})
 
     def __init__(self, rng: random.Random) -> None:
         self.rng = rng
 
-    def setup(self, cluster: ClusterControl) -> None:
-        pass
-
-    def teardown(self, cluster: ClusterControl) -> None:
-        pass
-
-    def invoke(self, cluster: ClusterControl, op: dict) -> dict:
+    def invoke(self, cluster: Killable, op: dict) -> dict:
         if op["f"] == "power-on":
             started = {n: "started" for n in cluster.brokers if cluster.start(n)}
-            return {**op, "type": "info", "value": started or "not-started"}
+            return completed(op, started or "not-started")
         spec = op.get("value") or "one"
         options = spec if isinstance(spec, dict) else {"target": spec}
         named: dict[str, Any] = {}
         if options["target"] == "replicas":
-            found = leader_and_followers(cluster, self.rng, options.get("topic"),
-                                         options.get("partition"), internal=False)
+            found = leader_and_followers(require(cluster, HasLeaders), self.rng,
+                                         options.get("topic"), options.get("partition"),
+                                         internal=False)
             targets = [] if found is None else [
                 n for n in [found[1], *found[2]] if cluster.running(n)]
             if found is not None:
@@ -60,5 +57,5 @@ class CrashLoseUnflushedNemesis:
             crashed = [n for n, ok in zip(targets, pool.map(cluster.kill, targets),
                                           strict=True) if ok]
         if not crashed:
-            return {**op, "type": "info", "value": "no-target"}
-        return {**op, "type": "info", "value": {**named, **{n: "crashed" for n in crashed}}}
+            return no_target(op)
+        return completed(op, {**named, **{n: "crashed" for n in crashed}})

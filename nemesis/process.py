@@ -17,14 +17,21 @@ from collections.abc import Sequence
 from typing import Any
 
 from nemesis import grudge as grudges
-from nemesis.consumers import NO_COORDINATED, Consumers, skipped
-from nemesis.partition import Firewall
-from nemesis.targets import (
-    ClusterControl,
-    controller_node,
-    coordinator_target,
-    leader_and_followers,
+from nemesis.base import BaseNemesis, completed, skipped
+from nemesis.capabilities import (
+    HasController,
+    HasCoordinator,
+    HasLeaders,
+    HasZooKeeper,
+    Killable,
+    Nodes,
+    PartitionableNetwork,
+    Pausable,
+    require,
 )
+from nemesis.consumers import NO_COORDINATED, Consumers
+from nemesis.partition import Firewall
+from nemesis.targets import coordinator_target, leader_and_followers
 
 __all__ = [
     "ExpireSessionNemesis",
@@ -36,31 +43,34 @@ __all__ = [
 ]
 
 
-def resolve_brokers(cluster: ClusterControl, spec: Any, rng: random.Random) -> list[str]:
-    """The broker nodes a target spec means now (see the module docstring)."""
+def resolve_brokers(cluster: Nodes, spec: Any, rng: random.Random) -> list[str]:
+    """The broker nodes a target spec means now (see the module docstring); of a db that
+    cannot say which run (not `Killable`), every broker is taken as running."""
     if isinstance(spec, list | tuple):
         return [node for node in spec if node in cluster.brokers]
     options = spec if isinstance(spec, dict) else {"target": spec or "one"}
     target = options["target"]
-    running = [node for node in cluster.brokers if cluster.running(node)]
+    running = [node for node in cluster.brokers
+               if not isinstance(cluster, Killable) or cluster.running(node)]
     if target == "one":
         return [rng.choice(running)] if running else []
     if target == "all":
         return running
     if target == "controller":
-        node = controller_node(cluster)
+        node = require(cluster, HasController).controller()
         return [node] if node in running else []
     if target == "leader":
-        found = leader_and_followers(cluster, rng, options.get("topic"), options.get("partition"))
+        found = leader_and_followers(require(cluster, HasLeaders), rng, options.get("topic"),
+                                     options.get("partition"))
         return [found[1]] if found and found[1] in running else []
     raise ValueError(f"unknown target {target!r}: one, controller, leader, all or nodes")
 
 
 def _done(op: dict, results: dict[str, str], empty: str = "no-target") -> dict:
-    return {**op, "type": "info", "value": results or empty}
+    return completed(op, results or empty)
 
 
-class KillNemesis:
+class KillNemesis(BaseNemesis):
     """`kill` (kill -9 the targets) and `start` (start every broker that is not running)."""
 
     fs = frozenset({"kill", "start"})
@@ -69,13 +79,7 @@ class KillNemesis:
         self.rng = rng
         self.consumers = consumers or Consumers()
 
-    def setup(self, cluster: ClusterControl) -> None:
-        pass
-
-    def teardown(self, cluster: ClusterControl) -> None:
-        pass
-
-    def invoke(self, cluster: ClusterControl, op: dict) -> dict:
+    def invoke(self, cluster: Killable, op: dict) -> dict:
         if op["f"] == "start":
             started = {n: "started" for n in cluster.brokers if cluster.start(n)}
             return _done(op, started, "not-started")
@@ -84,18 +88,18 @@ class KillNemesis:
         targets = resolve_brokers(cluster, op.get("value"), self.rng)
         return _done(op, {n: "killed" for n in targets if cluster.kill(n)})
 
-    def _kill_coordinator(self, cluster: ClusterControl, op: dict) -> dict:
+    def _kill_coordinator(self, cluster: Killable, op: dict) -> dict:
         keys = self.consumers.coordinated()
         if not keys:
             return skipped(op, NO_COORDINATED)
-        found = coordinator_target(cluster, keys, self.rng)
+        found = coordinator_target(require(cluster, HasCoordinator), keys, self.rng)
         if found is None or not cluster.running(found[1]) or not cluster.kill(found[1]):
             return _done(op, {})
         named, node = found
         return _done(op, {**named, node: "killed"})
 
 
-class RestartNemesis:
+class RestartNemesis(BaseNemesis):
     """`restart`: graceful stop (SIGTERM, controlled shutdown), then start again."""
 
     fs = frozenset({"restart"})
@@ -103,13 +107,7 @@ class RestartNemesis:
     def __init__(self, rng: random.Random) -> None:
         self.rng = rng
 
-    def setup(self, cluster: ClusterControl) -> None:
-        pass
-
-    def teardown(self, cluster: ClusterControl) -> None:
-        pass
-
-    def invoke(self, cluster: ClusterControl, op: dict) -> dict:
+    def invoke(self, cluster: Killable, op: dict) -> dict:
         results = {}
         for node in resolve_brokers(cluster, op.get("value"), self.rng):
             if cluster.stop(node):
@@ -118,7 +116,7 @@ class RestartNemesis:
         return _done(op, results)
 
 
-class _Pauser:
+class _Pauser(BaseNemesis):
     """SIGSTOP the targets of one service; the resume op SIGCONTs every member of it."""
 
     service: str
@@ -130,13 +128,10 @@ class _Pauser:
         self.paused: set[str] = set()
         self.fs = frozenset({self.pause_f, self.resume_f})
 
-    def setup(self, cluster: ClusterControl) -> None:
-        pass
-
-    def teardown(self, cluster: ClusterControl) -> None:
+    def teardown(self, cluster: Pausable) -> None:
         self.invoke(cluster, {"f": self.resume_f})
 
-    def invoke(self, cluster: ClusterControl, op: dict) -> dict:
+    def invoke(self, cluster: Pausable, op: dict) -> dict:
         if op["f"] == self.resume_f:
             resumed = {n: "resumed" for n in sorted(self.paused)
                        if cluster.resume(n, self.service)}
@@ -149,10 +144,10 @@ class _Pauser:
         self.paused.update(paused)
         return _done(op, {n: "paused" for n in paused})
 
-    def members(self, cluster: ClusterControl) -> Sequence[str]:
+    def members(self, cluster: Pausable) -> Sequence[str]:
         raise NotImplementedError
 
-    def targets(self, cluster: ClusterControl, spec: Any) -> list[str]:
+    def targets(self, cluster: Pausable, spec: Any) -> list[str]:
         raise NotImplementedError
 
 
@@ -161,10 +156,10 @@ class PauseNemesis(_Pauser):
 
     service, pause_f, resume_f = "broker", "pause", "resume"
 
-    def members(self, cluster: ClusterControl) -> Sequence[str]:
+    def members(self, cluster: Pausable) -> Sequence[str]:
         return cluster.brokers
 
-    def targets(self, cluster: ClusterControl, spec: Any) -> list[str]:
+    def targets(self, cluster: Pausable, spec: Any) -> list[str]:
         return resolve_brokers(cluster, spec, self.rng)
 
 
@@ -174,13 +169,15 @@ class PauseZooKeeperNemesis(_Pauser):
 
     service, pause_f, resume_f = "zookeeper", "pause-zookeeper", "resume-zookeeper"
 
-    def members(self, cluster: ClusterControl) -> Sequence[str]:
-        return cluster.zookeepers
+    def members(self, cluster: Pausable) -> Sequence[str]:
+        return require(cluster, HasZooKeeper).zookeepers
 
-    def targets(self, cluster: ClusterControl, spec: Any) -> list[str]:
-        members = list(cluster.zookeepers)
+    def targets(self, cluster: Pausable, spec: Any) -> list[str]:
+        ensemble = require(cluster, HasZooKeeper)
+        members = list(ensemble.zookeepers)
         if spec in (None, "leader"):
-            leaders = [n for n in members if cluster.zookeeper_mode(n) in ("leader", "standalone")]
+            leaders = [n for n in members
+                       if ensemble.zookeeper_mode(n) in ("leader", "standalone")]
             return leaders[:1]
         if spec == "majority":
             return sorted(self.rng.sample(members, len(members) // 2 + 1))
@@ -189,7 +186,7 @@ class PauseZooKeeperNemesis(_Pauser):
         raise ValueError(f"unknown ZooKeeper target {spec!r}: leader, majority or one")
 
 
-class ExpireSessionNemesis:
+class ExpireSessionNemesis(BaseNemesis):
     """`expire-session`: cut the target broker off every ZooKeeper member until its
     registration /brokers/ids/<id> disappears (the session expired; at most twice the
     session timeout), then heal; the broker registers again with a new session."""
@@ -200,32 +197,26 @@ class ExpireSessionNemesis:
         self.firewall = firewall
         self.rng = rng
 
-    def setup(self, cluster: ClusterControl) -> None:
-        pass
-
-    def teardown(self, cluster: ClusterControl) -> None:
+    def teardown(self, cluster: PartitionableNetwork) -> None:
         self.firewall.clear(cluster, "expire-session")
 
-    def invoke(self, cluster: ClusterControl, op: dict) -> dict:
+    def invoke(self, cluster: PartitionableNetwork, op: dict) -> dict:
+        ensemble = require(cluster, HasZooKeeper)
         results = {}
         for node in resolve_brokers(cluster, op.get("value"), self.rng):
-            others = [z for z in cluster.zookeepers if z != node]
+            others = [z for z in ensemble.zookeepers if z != node]
             self.firewall.set(cluster, "expire-session", grudges.between([node], others))
             try:
-                expired = self._wait_unregistered(cluster, node)
+                expired = self._wait_unregistered(ensemble, node)
             finally:
                 self.firewall.clear(cluster, "expire-session")
             results[node] = "expired" if expired else "not-expired"
         return _done(op, results)
 
-    def _wait_unregistered(self, cluster: ClusterControl, node: str) -> bool:
-        path = f"/brokers/ids/{cluster.broker_id(node)}"
-        deadline = time.monotonic() + 2 * cluster.session_timeout + 2.0
+    def _wait_unregistered(self, ensemble: HasZooKeeper, node: str) -> bool:
+        deadline = time.monotonic() + 2 * ensemble.session_timeout + 2.0
         while time.monotonic() < deadline:
-            try:
-                if cluster.zk.exists_async(path).get(timeout=2.0) is None:
-                    return True
-            except Exception:  # kazoo: timeout or connection loss; try again
-                pass
+            if ensemble.registered(node) is False:
+                return True
             time.sleep(0.1)
         return False

@@ -46,25 +46,31 @@ from __future__ import annotations
 import random
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Protocol
 
 from nemesis import grudge as grudges
-from nemesis.consumers import NO_COORDINATED, Consumers, skipped
-from nemesis.partition import Firewall
-from nemesis.targets import (
-    ZK_TIMEOUT,
-    ClusterControl,
+from nemesis.base import BaseNemesis, completed, no_target, skipped
+from nemesis.capabilities import (
+    HasCoordinator,
+    HasLeaders,
+    Killable,
+    PartitionableNetwork,
     PartitionState,
     Snapshot,
-    coordinator_target,
-    leader_and_followers,
-    parse_partition_state,
-    read_partition_state,
-    read_snapshot,
+    require,
 )
+from nemesis.consumers import NO_COORDINATED, Consumers
+from nemesis.partition import Firewall
+from nemesis.targets import coordinator_target, leader_and_followers
+
+
+class Target(PartitionableNetwork, Killable, HasLeaders, Protocol):
+    """What targeted faults act on: a db whose network they cut, whose brokers they kill,
+    whose partition leaders they watch."""
+
 
 __all__ = ["DEPOSED_SECONDS", "ELECTION_MARGIN", "LAYER", "SHRINK_MARGIN", "STRAND_SECONDS",
-           "TargetedNemesis", "strand_plan"]
+           "Target", "TargetedNemesis", "strand_plan"]
 
 LAYER = "targeted"
 STRAND_SECONDS = 1.0  # stranded followers truncate meanwhile; they stay in the ISR
@@ -74,7 +80,7 @@ DEPOSED_SECONDS = 3.0  # clients keep talking to a deposed coordinator meanwhile
 POLL = 0.02  # ZooKeeper polls: a new leader is acted on within tens of milliseconds
 
 
-class TargetedNemesis:
+class TargetedNemesis(BaseNemesis):
     fs = frozenset({"shrink-isr", "kill-new-leader", "strand-follower", "depose-coordinator",
                     "heal-targeted"})
 
@@ -89,28 +95,28 @@ class TargetedNemesis:
         self.sleep = sleep
         self.killed: set[str] = set()
 
-    def setup(self, cluster: ClusterControl) -> None:
+    def setup(self, cluster: Target) -> None:
         self.firewall.clear(cluster, LAYER)
 
-    def teardown(self, cluster: ClusterControl) -> None:
+    def teardown(self, cluster: Target) -> None:
         self.firewall.clear(cluster, LAYER)
 
-    def invoke(self, cluster: ClusterControl, op: dict) -> dict:
+    def invoke(self, cluster: Target, op: dict) -> dict:
         if op["f"] == "heal-targeted":
             self.firewall.clear(cluster, LAYER)
             started = [n for n in sorted(self.killed) if cluster.start(n)]
             self.killed.clear()
-            return {**op, "type": "info", "value": {"healed": True, "started": started}}
+            return completed(op, {"healed": True, "started": started})
         spec = op.get("value")
         options = spec if isinstance(spec, dict) else {}
         if op["f"] == "strand-follower":
-            return {**op, "type": "info", "value": self._strand_follower(cluster, options)}
+            return completed(op, self._strand_follower(cluster, options))
         if op["f"] == "depose-coordinator":
             return self._depose_coordinator(cluster, op)
         found = leader_and_followers(cluster, self.rng, options.get("topic"),
                                      options.get("partition"), internal=False)
         if found is None or not cluster.running(found[1]):
-            return {**op, "type": "info", "value": "no-target"}
+            return no_target(op)
         if op["f"] == "shrink-isr":
             then = options.get("then", spec if isinstance(spec, str) else "kill")
             if then not in ("kill", "isolate"):
@@ -118,11 +124,11 @@ class TargetedNemesis:
             value = self._shrink_isr(cluster, *found, then)
         else:
             value = self._kill_new_leader(cluster, found[0], found[1])
-        return {**op, "type": "info", "value": value}
+        return completed(op, value)
 
     # -- shrink the ISR to the leader, then take the leader away ---------------------------
 
-    def _shrink_isr(self, cluster: ClusterControl, state: PartitionState, leader: str,
+    def _shrink_isr(self, cluster: Target, state: PartitionState, leader: str,
                     followers: list[str], then: str) -> dict[str, Any]:
         value: dict[str, Any] = {"topic": state.topic, "partition": state.partition,
                                  "leader": leader, "followers": followers,
@@ -151,7 +157,7 @@ class TargetedNemesis:
 
     # -- kill the leader, then the leader elected after it ---------------------------------
 
-    def _kill_new_leader(self, cluster: ClusterControl, state: PartitionState,
+    def _kill_new_leader(self, cluster: Target, state: PartitionState,
                          leader: str, pause: float = 0.0,
                          then: Callable[[], None] = lambda: None) -> dict[str, Any]:
         """Kill `leader`, wait for the next election, `pause` seconds, then kill the newly
@@ -181,10 +187,9 @@ class TargetedNemesis:
 
     # -- strand followers from the next leader, then kill the leader and the next ----------
 
-    def _strand_follower(self, cluster: ClusterControl, options: dict) -> dict[str, Any] | str:
-        try:
-            snapshot = read_snapshot(cluster.zk)
-        except Exception:  # kazoo raises timeouts and connection losses of several kinds
+    def _strand_follower(self, cluster: Target, options: dict) -> dict[str, Any] | str:
+        snapshot = cluster.snapshot()
+        if snapshot is None:
             return "no-target"
         plan = strand_plan(snapshot, self.rng, options.get("topic"), options.get("partition"))
         if plan is None:
@@ -204,22 +209,20 @@ class TargetedNemesis:
 
     # -- isolate a coordinator until another broker coordinates ----------------------------
 
-    def _depose_coordinator(self, cluster: ClusterControl, op: dict) -> dict:
+    def _depose_coordinator(self, cluster: Target, op: dict) -> dict:
         keys = self.consumers.coordinated()
         if not keys:
             return skipped(op, NO_COORDINATED)
-        found = coordinator_target(cluster, keys, self.rng)
+        coordinators = require(cluster, HasCoordinator)
+        found = coordinator_target(coordinators, keys, self.rng)
         if found is None:
-            return {**op, "type": "info", "value": "no-target"}
+            return no_target(op)
         named, node = found
         kind = "group" if "group" in named else "transaction"
-        topic, partition = cluster.coordinator_partition(next(iter(named.values())), kind)
-        try:
-            state = read_partition_state(cluster.zk, topic, partition)
-        except Exception:  # kazoo raises timeouts and connection losses of several kinds
-            state = None
+        topic, partition = coordinators.coordinator_partition(next(iter(named.values())), kind)
+        state = cluster.partition_state(topic, partition)
         if state is None or state.leader < 0 or cluster.broker_node(state.leader) != node:
-            return {**op, "type": "info", "value": "no-target"}
+            return no_target(op)
         cut = grudges.isolate(node, list(cluster.nodes))
         value: dict[str, Any] = {**named, "coordinator": node, "topic": topic,
                                  "partition": partition, "cut": grudges.describe(cut)}
@@ -230,11 +233,11 @@ class TargetedNemesis:
                 self.sleep(DEPOSED_SECONDS)
         finally:
             self.firewall.clear(cluster, LAYER)
-        return {**op, "type": "info", "value": value}
+        return completed(op, value)
 
     # -- waiting on ZooKeeper ---------------------------------------------------------------
 
-    def _next_election(self, cluster: ClusterControl, state: PartitionState,
+    def _next_election(self, cluster: Target, state: PartitionState,
                        since: PartitionState) -> dict[str, Any]:
         """The first leader elected after `since` (another broker, a leader epoch above its
         own): its node, epoch, ISR and the seconds it took. A partition left without a leader
@@ -260,12 +263,12 @@ class TargetedNemesis:
                 "isr": [cluster.broker_node(b) for b in found.isr if b >= 0],
                 "seconds": seconds}
 
-    def _wait(self, cluster: ClusterControl, state: PartitionState,
+    def _wait(self, cluster: Target, state: PartitionState,
               done: Callable[[PartitionState], bool], bound: float) -> PartitionState | None:
         """Poll the partition's state until `done`, at most `bound` seconds; None if not."""
         deadline = self.clock() + bound
         while True:
-            current = _partition_state(cluster, state)
+            current = cluster.partition_state(state.topic, state.partition)
             if current is not None and done(current):
                 return current
             if self.clock() >= deadline:
@@ -294,13 +297,3 @@ def strand_plan(snapshot: Snapshot, rng: random.Random, topic: str | None = None
         return None
     preferred = [c for c in candidates if snapshot.controller in c[2]]
     return rng.choice(preferred or candidates)
-
-
-def _partition_state(cluster: ClusterControl, state: PartitionState) -> PartitionState | None:
-    """The partition's state znode now; None when ZooKeeper does not answer."""
-    path = f"/brokers/topics/{state.topic}/partitions/{state.partition}/state"
-    try:
-        data, _ = cluster.zk.get_async(path).get(timeout=ZK_TIMEOUT)
-    except Exception:  # kazoo raises timeouts, connection losses and NoNode of several kinds
-        return None
-    return parse_partition_state(state.topic, state.partition, data, state.replicas)

@@ -1,4 +1,5 @@
-"""Faults of whole machines, for nodes that are virtual machines (`--backend vagrant`).
+"""Faults of whole machines, for a db whose nodes are virtual machines (`VMControl`:
+`--backend vagrant`; a db without it refuses them before the run).
 
 `crash-vm` switches a machine off at once (`virsh destroy`): every process on it dies and
 whatever its kernel had not written to the disk is lost, as in a power loss; `start-vm`
@@ -9,54 +10,70 @@ kernel (`virsh suspend`); `resume-vm` thaws every frozen one, whose clocks then 
 Values: "one" (any node), "broker" or "zookeeper" (a node of that role). Completions:
 `{"n2": "powered-off"}`, `{"n2": {"started": ["broker"]}}`, `{"n2": "paused"}`,
 `{"n2": "resumed"}`, or "no-target".
-The machines come from the remote (`harness.control.vagrant.MachineControl`); other
-backends are refused before a run starts (`check_backend`).
 """
 
 from __future__ import annotations
 
 import random
 import time
-from collections.abc import Iterable
 
-from harness.control.vagrant import MachineControl
-from nemesis.targets import ClusterControl
+from nemesis.base import BaseNemesis, completed
+from nemesis.capabilities import HasZooKeeper, Killable, VMControl, require, zookeepers
 
-__all__ = ["VM_BACKENDS", "VM_FAULTS", "CrashVMNemesis", "PauseVMNemesis", "check_backend"]
+__all__ = ["VMNemesis"]
 
-VM_FAULTS = ("crash-vm", "pause-vm")
-VM_BACKENDS = ("vagrant",)
 SERVICE_TIMEOUT = 300.0
+# start f -> the machine state its target must not be in already, and the completion word
+SWITCHES = {"crash-vm": ("shut off", "powered-off"), "pause-vm": ("paused", "paused")}
 
 
-def check_backend(names: Iterable[str], backend: str) -> None:
-    """ValueError when a fault of `names` needs machines that `backend` does not have."""
-    for name in names:
-        if name in VM_FAULTS and backend not in VM_BACKENDS:
-            raise ValueError(f"nemesis {name} needs virtual machines: --backend "
-                             f"{' or '.join(VM_BACKENDS)}, not {backend}")
+class VMNemesis(BaseNemesis):
+    """`crash-vm` / `start-vm` and `pause-vm` / `resume-vm`."""
+
+    fs = frozenset({"crash-vm", "start-vm", "pause-vm", "resume-vm"})
+
+    def __init__(self, rng: random.Random) -> None:
+        self.rng = rng
+
+    def invoke(self, cluster: VMControl, op: dict) -> dict:
+        if op["f"] in SWITCHES:
+            skip_state, word = SWITCHES[op["f"]]
+            switch = cluster.power_off if op["f"] == "crash-vm" else cluster.suspend_machine
+            targets = self._pick(cluster, op.get("value"), skip_state)
+            for node in targets:
+                switch(node)
+            return completed(op, {n: word for n in targets} or "no-target")
+        if op["f"] == "resume-vm":
+            paused = [n for n in cluster.nodes if cluster.machine_state(n) == "paused"]
+            for node in paused:
+                cluster.resume_machine(node)
+            return completed(op, {n: "resumed" for n in paused} or "no-target")
+        return completed(op, self._start_machines(cluster) or "no-target")
+
+    def _pick(self, cluster: VMControl, value: str | None, skip_state: str) -> list[str]:
+        role = value or "one"
+        pool = {"one": cluster.nodes, "broker": cluster.brokers,
+                "zookeeper": zookeepers(cluster)}.get(role)
+        if pool is None:
+            raise ValueError(f"target must be one, broker or zookeeper, got {role!r}")
+        candidates = [n for n in pool if cluster.machine_state(n) != skip_state]
+        return [self.rng.choice(candidates)] if candidates else []
+
+    def _start_machines(self, cluster: VMControl) -> dict[str, dict]:
+        """Power on every machine that is off, then start its services."""
+        off = [n for n in cluster.nodes if cluster.machine_state(n) == "shut off"]
+        for node in off:
+            cluster.power_on(node)
+        services = require(cluster, Killable)
+        started: dict[str, dict] = {node: {"started": []} for node in off}
+        for service, nodes in (("zookeeper", zookeepers(cluster)), ("broker", cluster.brokers)):
+            for node in (n for n in off if n in nodes):
+                _start(services, node, service)
+                started[node]["started"].append(service)
+        return started
 
 
-def _machines(cluster: ClusterControl) -> MachineControl:
-    remote = cluster.remote
-    if not isinstance(remote, MachineControl):
-        raise TypeError(f"nodes of {type(remote).__name__} are not machines")
-    return remote
-
-
-def _pick(cluster: ClusterControl, rng: random.Random, value: str | None,
-          skip_state: str) -> list[str]:
-    role = value or "one"
-    pool = {"one": cluster.nodes, "broker": cluster.brokers,
-            "zookeeper": cluster.zookeepers}.get(role)
-    if pool is None:
-        raise ValueError(f"target must be one, broker or zookeeper, got {role!r}")
-    machines = _machines(cluster)
-    candidates = [n for n in pool if machines.machine_state(n) != skip_state]
-    return [rng.choice(candidates)] if candidates else []
-
-
-def _start(cluster: ClusterControl, node: str, service: str) -> None:
+def _start(cluster: Killable, node: str, service: str) -> None:
     """Start `service` on a machine that just booted; ZooKeeper may need longer than the
     cluster's own wait to serve there (emulated CPUs, a cold page cache)."""
     deadline = time.monotonic() + SERVICE_TIMEOUT
@@ -65,64 +82,8 @@ def _start(cluster: ClusterControl, node: str, service: str) -> None:
     except TimeoutError:
         if service != "zookeeper":
             raise
-        while cluster.zookeeper_mode(node) is None:
+        ensemble = require(cluster, HasZooKeeper)
+        while ensemble.zookeeper_mode(node) is None:
             if time.monotonic() > deadline:
                 raise
             time.sleep(1.0)
-
-
-class CrashVMNemesis:
-    fs = frozenset({"crash-vm", "start-vm"})
-
-    def __init__(self, rng: random.Random) -> None:
-        self.rng = rng
-
-    def setup(self, cluster: ClusterControl) -> None:
-        _machines(cluster)
-
-    def teardown(self, cluster: ClusterControl) -> None:
-        pass
-
-    def invoke(self, cluster: ClusterControl, op: dict) -> dict:
-        machines = _machines(cluster)
-        if op["f"] == "crash-vm":
-            targets = _pick(cluster, self.rng, op.get("value"), "shut off")
-            for node in targets:
-                machines.power_off(node)
-            return {**op, "type": "info",
-                    "value": {n: "powered-off" for n in targets} or "no-target"}
-        off = [n for n in cluster.nodes if machines.machine_state(n) == "shut off"]
-        for node in off:
-            machines.power_on(node)
-        started: dict[str, dict] = {node: {"started": []} for node in off}
-        for service, nodes in (("zookeeper", cluster.zookeepers), ("broker", cluster.brokers)):
-            for node in (n for n in off if n in nodes):
-                _start(cluster, node, service)
-                started[node]["started"].append(service)
-        return {**op, "type": "info", "value": started or "no-target"}
-
-
-class PauseVMNemesis:
-    fs = frozenset({"pause-vm", "resume-vm"})
-
-    def __init__(self, rng: random.Random) -> None:
-        self.rng = rng
-
-    def setup(self, cluster: ClusterControl) -> None:
-        _machines(cluster)
-
-    def teardown(self, cluster: ClusterControl) -> None:
-        pass
-
-    def invoke(self, cluster: ClusterControl, op: dict) -> dict:
-        machines = _machines(cluster)
-        if op["f"] == "pause-vm":
-            targets = _pick(cluster, self.rng, op.get("value"), "paused")
-            for node in targets:
-                machines.suspend(node)
-            return {**op, "type": "info",
-                    "value": {n: "paused" for n in targets} or "no-target"}
-        resumed = [n for n in cluster.nodes if machines.machine_state(n) == "paused"]
-        for node in resumed:
-            machines.resume(node)
-        return {**op, "type": "info", "value": {n: "resumed" for n in resumed} or "no-target"}

@@ -30,6 +30,7 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from broker.coordination import PartitionOwner
 from broker.errors import ErrorCode
 from broker.event_log import EventLog
 from broker.group.consumer_protocol import decode_assignment, is_subscription
@@ -37,7 +38,7 @@ from broker.group.offsets import GroupOffsets
 from broker.group.placement import partition_for
 from broker.group.records import group_key, group_value, offset_key
 from broker.group.state import Group, GroupState, Member
-from broker.group.store import OffsetsLog, commit_error, group_error
+from broker.group.store import LoadedPartition, OffsetsLog, commit_error, group_error
 
 __all__ = ["GroupConfig", "GroupCoordinator", "JoinRequest", "JoinResult"]
 
@@ -87,7 +88,13 @@ class JoinResult:
     members: list[tuple[str, str | None, bytes]] = field(default_factory=list)
 
 
-class GroupCoordinator:
+class GroupCoordinator(PartitionOwner):
+    """Groups of the `__consumer_offsets` partitions this broker leads."""
+
+    loading_event = "coordinator-loading"
+    partition_field = "offsets_partition"
+    epoch_field = "leader_epoch"
+
     def __init__(
         self,
         broker_id: int,
@@ -96,54 +103,23 @@ class GroupCoordinator:
         config: GroupConfig,
         events: EventLog,
     ) -> None:
+        super().__init__()
         self.broker_id = broker_id
         self.store = store
         self.partition_count = partition_count
         self.config = config
         self.events = events
         self.groups: dict[str, Group] = {}
-        self.owned: dict[int, int] = {}  # offsets partition -> leader epoch, loaded
-        self.loading: dict[int, int] = {}  # offsets partition -> leader epoch, loading
         self.offsets = GroupOffsets(self.groups, store, self.owner_error, self.partition_of,
                                     self._schedule_expiry, config.max_metadata_bytes, events)
 
-    # -- ownership ----------------------------------------------------------------------
+    # -- ownership (`broker.coordination`) ----------------------------------------------
 
     def partition_of(self, group_id: str) -> int:
         return partition_for(group_id, self.partition_count())
 
-    def owner_error(self, group_id: str) -> int:
-        """NONE if this broker coordinates `group_id` now."""
-        partition = self.partition_of(group_id)
-        if partition in self.loading:
-            return ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
-        if partition not in self.owned:
-            return ErrorCode.NOT_COORDINATOR
-        return ErrorCode.NONE
-
-    def on_leader(self, partition: int, epoch: int) -> None:
-        """This broker leads offsets partition `partition` at `epoch`: load it."""
-        if self.owned.get(partition) == epoch or self.loading.get(partition) == epoch:
-            return
-        if partition in self.owned:
-            self.owned[partition] = epoch
-            return
-        self.loading[partition] = epoch
-        self.events.write("coordinator-loading", offsets_partition=partition, leader_epoch=epoch)
-        asyncio.get_running_loop().create_task(self._load(partition, epoch))
-
-    async def _load(self, partition: int, epoch: int) -> None:
-        started = time.monotonic()
-        try:
-            loaded = await self.store.load(partition, epoch)
-        except Exception:
-            log.exception("loading offsets partition %d failed", partition)
-            loaded = None
-        if self.loading.get(partition) != epoch:
-            return
-        del self.loading[partition]
-        if loaded is None:
-            return
+    def _install(self, partition: int, epoch: int, loaded: LoadedPartition,
+                 started: float) -> None:
         for group_id in sorted(loaded.group_ids()):
             record = loaded.groups.get(group_id)
             group = Group.from_record(record) if record is not None else Group(group_id)
@@ -152,7 +128,6 @@ class GroupCoordinator:
             self.groups[group_id] = group
             for member in group.members.values():
                 self._schedule_expiry(group, member)
-        self.owned[partition] = epoch
         groups = sorted(loaded.group_ids())
         log.info("loaded offsets partition %d: %d groups in %.3f s", partition, len(groups),
                  time.monotonic() - started)
@@ -165,12 +140,9 @@ class GroupCoordinator:
             seconds=round(time.monotonic() - started, 3),
         )
 
-    def on_resign(self, partition: int) -> None:
-        """This broker no longer leads offsets partition `partition`: unload its groups."""
-        was_owned = self.owned.pop(partition, None) is not None
-        was_loading = self.loading.pop(partition, None) is not None
-        if not (was_owned or was_loading):
-            return
+    def _unload(self, partition: int, epoch: int | None) -> None:
+        """Unload the partition's groups: their members' pending joins and syncs fail with
+        NOT_COORDINATOR."""
         unloaded = []
         for group_id, group in list(self.groups.items()):
             if self.partition_of(group_id) != partition:

@@ -33,6 +33,7 @@ import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, replace
 
+from broker.coordination import PartitionOwner
 from broker.errors import ErrorCode
 from broker.event_log import EventLog
 from broker.group.placement import OFFSETS_TOPIC
@@ -69,26 +70,32 @@ def _now_ms() -> int:
     return int(time.time() * 1000)
 
 
-class TransactionCoordinator:
+class TransactionCoordinator(PartitionOwner):
+    """Transactional ids of the `__transaction_state` partitions this broker leads; a new
+    leader epoch of a partition it owns loads the partition again."""
+
+    loading_event = "txn-coordinator-loading"
+    partition_field = "txn_partition"
+    epoch_field = "coordinator_epoch"
+    reload_on_new_epoch = True
+
     def __init__(self, broker_id: int, store: TxnLog, markers: MarkerWriter,
                  partition_of: Callable[[str], int], offsets_partition_of: Callable[[str], int],
                  allocate_producer_id: Callable[[], Awaitable[int]], config: TxnConfig,
                  events: EventLog) -> None:
+        super().__init__()
         self.broker_id = broker_id
         self.store = store
         self.markers = markers
-        self.partition_of = partition_of
+        self.placement = partition_of
         self.offsets_partition_of = offsets_partition_of
         self.allocate_producer_id = allocate_producer_id
         self.config = config
         self.events = events
         self.entries: dict[str, TxnEntry] = {}
-        self.owned: dict[int, int] = {}  # transaction log partition -> coordinator epoch
-        self.loading: dict[int, int] = {}
-        self._tasks: set[asyncio.Task] = set()
         self._timeouts: asyncio.Task | None = None
 
-    # -- lifecycle and ownership -----------------------------------------------------------
+    # -- lifecycle and ownership (`broker.coordination`) -------------------------------
 
     def start(self) -> None:
         self._timeouts = asyncio.get_running_loop().create_task(self._abort_timed_out_loop())
@@ -100,46 +107,12 @@ class TransactionCoordinator:
         await asyncio.gather(*self._tasks, return_exceptions=True)
         await self.markers.close()
 
-    def _spawn(self, coroutine) -> None:
-        task = asyncio.get_running_loop().create_task(coroutine)
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
+    def partition_of(self, transactional_id: str) -> int:
+        return self.placement(transactional_id)
 
-    def owner_error(self, transactional_id: str) -> int:
-        """NONE if this broker coordinates `transactional_id` now."""
-        partition = self.partition_of(transactional_id)
-        if partition in self.loading:
-            return ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
-        if partition not in self.owned:
-            return ErrorCode.NOT_COORDINATOR
-        return ErrorCode.NONE
-
-    def on_leader(self, partition: int, epoch: int) -> None:
-        """This broker leads transaction log partition `partition` at `epoch`: (re)load it."""
-        if self.owned.get(partition) == epoch or self.loading.get(partition) == epoch:
-            return
-        if partition in self.owned:
-            self._unload(partition)
-        self.loading[partition] = epoch
-        self.events.write("txn-coordinator-loading", txn_partition=partition,
-                          coordinator_epoch=epoch)
-        self._spawn(self._load(partition, epoch))
-
-    async def _load(self, partition: int, epoch: int) -> None:
-        started = time.monotonic()
-        try:
-            loaded = await self.store.load(partition, epoch)
-        except Exception:
-            log.exception("loading transaction log partition %d failed", partition)
-            loaded = None
-        if self.loading.get(partition) != epoch:
-            return
-        del self.loading[partition]
-        if loaded is None:
-            self.events.write("txn-coordinator-unloaded", txn_partition=partition,
-                              coordinator_epoch=epoch, reason="leadership lost while loading")
-            return
-        self.owned[partition] = epoch
+    def _install(self, partition: int, epoch: int, loaded: dict[str, TxnMetadata],
+                 started: float) -> None:
+        """Serve the loaded ids, then finish every transaction the log shows prepared."""
         for transactional_id, metadata in loaded.items():
             self.entries[transactional_id] = TxnEntry(metadata, epoch)
         prepared = [tid for tid, m in loaded.items() if m.state.is_prepare]
@@ -150,14 +123,14 @@ class TransactionCoordinator:
         for transactional_id in prepared:
             self._spawn(self._finish(transactional_id, self.entries[transactional_id], epoch))
 
-    def on_resign(self, partition: int) -> None:
-        """This broker no longer leads `partition`: forget its transactional ids."""
-        self.loading.pop(partition, None)
-        if partition in self.owned:
-            self._unload(partition)
+    def _load_dropped(self, partition: int, epoch: int) -> None:
+        self.events.write("txn-coordinator-unloaded", txn_partition=partition,
+                          coordinator_epoch=epoch, reason="leadership lost while loading")
 
-    def _unload(self, partition: int) -> None:
-        epoch = self.owned.pop(partition)
+    def _unload(self, partition: int, epoch: int | None) -> None:
+        """Forget the partition's transactional ids (nothing when it was still loading)."""
+        if epoch is None:
+            return
         dropped = [tid for tid in self.entries if self.partition_of(tid) == partition]
         for transactional_id in dropped:
             del self.entries[transactional_id]

@@ -26,8 +26,8 @@ from harness.control.userns import ensure_root, in_user_namespace
 from harness.db import Cluster, ClusterSpec, down
 from harness.db.part import DBContext
 from harness.db.registry import DBS
+from harness.db.znodes import read_snapshot
 from harness.options import ConfigError, add_arguments, build, declared, layered
-from nemesis.targets import read_snapshot
 
 __all__ = ["add_backend_arguments", "add_commands", "backend_options", "status_json"]
 

@@ -26,9 +26,11 @@ from harness.control.local import NETWORK_FILE, LocalRemote, destroy_run, run_pr
 from harness.control.remote import Remote
 from harness.control.runstate import read_record
 
-__all__ = ["BACKENDS", "RECORD_FILES", "BackendOptions", "attach", "destroy", "provision", "runs"]
+__all__ = ["BACKENDS", "MACHINE_BACKENDS", "RECORD_FILES", "BackendOptions", "attach", "destroy",
+           "provision", "runs"]
 
 BACKENDS = ("local", "ssh", "vagrant", "docker")
+MACHINE_BACKENDS = ("vagrant",)  # nodes that are whole machines (`harness.control.vagrant`)
 SSH_STATE, DOCKER_STATE = "remote.json", "docker.json"
 RECORD_FILES = (NETWORK_FILE, SSH_STATE, DOCKER_STATE)  # one per backend kind
 

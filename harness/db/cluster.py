@@ -10,9 +10,11 @@ Beside the backend's record, the run's state directory `<state root>/<prefix>` h
 rewritten whenever a process starts, so `down()` in another process, even after the
 harness was SIGKILLed, removes everything.
 
-The nemesis-facing methods (`kill`, `start`, `stop`, `pause`, `resume`, `running`, with a
-`service` of "broker" or "zookeeper"; `coordinator(key, kind)`) are what
-`nemesis.targets.ClusterControl` expects.
+A running `Cluster` implements the capabilities faults ask of a db
+(`nemesis.capabilities`): `Nodes`, `Killable` and `Pausable` (a `service` of "broker" or
+"zookeeper"), `PartitionableNetwork`, `HasController` and `HasLeaders` (read from
+ZooKeeper, `harness.db.znodes`), `HasCoordinator`, `HasZooKeeper`, and `VMControl` when
+its nodes are machines (`harness.control.vagrant`).
 """
 
 from __future__ import annotations
@@ -23,13 +25,14 @@ import logging
 import struct
 import tempfile
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 from harness.control import ProvisionError, Remote, backends
 from harness.control.runstate import default_state_root, write_json
+from harness.control.vagrant import MachineControl
 from harness.db.brokers import CLIENT_PORT, BrokerLauncher, BrokerSet, KchaosBroker
 from harness.db.coordinator import (
     KINDS,
@@ -40,7 +43,9 @@ from harness.db.coordinator import (
 from harness.db.files import fetch
 from harness.db.launchers import launcher_from_json
 from harness.db.reaper import start_reaper
+from harness.db.znodes import ZK_TIMEOUT, parse_partition_state, read_snapshot, state_path
 from harness.db.zookeeper import ZooKeeperEnsemble, ZooKeeperSettings
+from nemesis.capabilities import PartitionState, Snapshot
 
 __all__ = ["Cluster", "ClusterSpec", "down"]
 
@@ -260,6 +265,62 @@ class Cluster:
 
     def broker_id(self, node: str) -> int:
         return self.broker_set.broker_id(node)
+
+    def firewall(self, node: str, drop_from: Sequence[str] = (),
+                 loss_from: Mapping[str, float] | None = None) -> None:
+        self.remote.firewall(node, drop_from, loss_from)
+
+    def snapshot(self) -> Snapshot | None:
+        """Controller, live brokers and partition states from ZooKeeper now; None when it
+        does not answer."""
+        try:
+            return read_snapshot(self.zk)
+        except Exception:  # kazoo raises timeouts and connection losses of several kinds
+            return None
+
+    def controller(self) -> str | None:
+        snapshot = self.snapshot()
+        if snapshot is None or snapshot.controller is None:
+            return None
+        return self.broker_node(snapshot.controller)
+
+    def partition_state(self, topic: str, partition: int) -> PartitionState | None:
+        """The partition's state znode now (one read); None when ZooKeeper does not answer
+        or the partition has none."""
+        try:
+            data, _ = self.zk.get_async(state_path(topic, partition)).get(timeout=ZK_TIMEOUT)
+        except Exception:  # kazoo raises timeouts, connection losses and NoNode of several kinds
+            return None
+        return parse_partition_state(topic, partition, data)
+
+    def registered(self, node: str) -> bool | None:
+        """Whether /brokers/ids/<id> of `node`'s broker exists; None if ZooKeeper does not
+        answer."""
+        path = f"/brokers/ids/{self.broker_id(node)}"
+        try:
+            return self.zk.exists_async(path).get(timeout=2.0) is not None
+        except Exception:  # kazoo: timeout or connection loss
+            return None
+
+    def _machines(self) -> MachineControl:
+        if not isinstance(self.remote, MachineControl):
+            raise TypeError(f"nodes of {type(self.remote).__name__} are not machines")
+        return self.remote
+
+    def machine_state(self, node: str) -> str:
+        return self._machines().machine_state(node)
+
+    def power_off(self, node: str) -> None:
+        self._machines().power_off(node)
+
+    def power_on(self, node: str) -> None:
+        self._machines().power_on(node)
+
+    def suspend_machine(self, node: str) -> None:
+        self._machines().suspend(node)
+
+    def resume_machine(self, node: str) -> None:
+        self._machines().resume(node)
 
     def broker_node(self, broker_id: int) -> str:
         return self.broker_set.broker_node(broker_id)

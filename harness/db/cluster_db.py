@@ -1,5 +1,6 @@
 """What every db of brokers on a `Cluster` (with a real ZooKeeper ensemble) shares: the
-options about the ensemble and the broker properties, and the db part itself."""
+options about the ensemble and the broker properties, and the db part itself, with what
+faults it can serve (`offer`)."""
 
 from __future__ import annotations
 
@@ -8,13 +9,29 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from harness.control.backends import MACHINE_BACKENDS
 from harness.db.brokers import BrokerLauncher
 from harness.db.cluster import Cluster, ClusterSpec
 from harness.db.part import DBContext
+from nemesis.capabilities import (
+    HasController,
+    HasCoordinator,
+    HasLeaders,
+    HasZooKeeper,
+    Killable,
+    Offer,
+    PartitionableNetwork,
+    Pausable,
+    VMControl,
+)
 
-__all__ = ["SAFE_BROKER_CONFIG", "ClusterDB", "ClusterOptions", "cluster_spec"]
+__all__ = ["CLUSTER_CAPABILITIES", "SAFE_BROKER_CONFIG", "ClusterDB", "ClusterOptions",
+           "cluster_spec"]
 
 SAFE_BROKER_CONFIG = {"min.insync.replicas": "2", "unclean.leader.election.enable": "false"}
+# What a running `Cluster` can do on any backend.
+CLUSTER_CAPABILITIES = frozenset({Killable, Pausable, PartitionableNetwork, HasController,
+                                  HasLeaders, HasCoordinator, HasZooKeeper})
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -35,13 +52,29 @@ class ClusterOptions:
 
 @dataclass(frozen=True)
 class ClusterDB:
-    """Brokers and ZooKeeper as `spec` describes them; `name` is the db's."""
+    """Brokers and ZooKeeper as `spec` describes them; `name` is the db's. `extra`: what
+    its brokers can do beyond every cluster (e.g. `LosesUnflushed`), `why_not`: for what
+    they cannot, why and what to do instead."""
 
     spec: ClusterSpec
     name: str
+    extra: frozenset[type] = frozenset()
+    why_not: Mapping[type, str] = field(default_factory=dict)
 
     def start(self, logs_dest: Path | None = None, timeout: float = 60.0) -> Cluster:
         return Cluster.up(self.spec, timeout=timeout, logs_dest=logs_dest)
+
+    def offer(self) -> Offer:
+        """The capabilities of the cluster once up: VM control only on machines."""
+        has = CLUSTER_CAPABILITIES | self.extra
+        backend = self.spec.backend
+        why_not = dict(self.why_not)
+        if backend in MACHINE_BACKENDS:
+            has |= {VMControl}
+        else:
+            why_not[VMControl] = (f"--db {self.name} on --backend {backend} has none: use "
+                                  f"--backend {' or '.join(MACHINE_BACKENDS)}")
+        return Offer(f"--db {self.name}", frozenset(has), why_not)
 
     def describe(self) -> dict[str, Any]:
         return {"db": self.name, "broker": self.spec.launcher.to_json(),

@@ -11,8 +11,11 @@ from broker.config import ConfigError as BrokerConfigError
 from harness.db.brokers import KchaosBroker, server_properties
 from harness.db.cluster_db import ClusterDB, ClusterOptions, cluster_spec
 from harness.db.part import DBContext, DBKind
+from nemesis.capabilities import LosesUnflushed
 
-__all__ = ["KIND", "KchaosOptions", "check_broker_config"]
+__all__ = ["KIND", "LOSE_UNFLUSHED", "KchaosOptions", "check_broker_config"]
+
+LOSE_UNFLUSHED = "kchaos.debug.lose-unflushed-on-crash"  # brokers that lose their page cache
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -25,7 +28,11 @@ def build(options: KchaosOptions, context: DBContext) -> ClusterDB:
     broker property is unknown or malformed (the broker's own parser judges them before
     anything starts)."""
     check_broker_config(options.broker_config, context.nodes)
-    return ClusterDB(cluster_spec(options, context, KchaosBroker()), "kchaos")
+    spec = cluster_spec(options, context, KchaosBroker())
+    if str(options.broker_config.get(LOSE_UNFLUSHED, "")).lower() == "true":
+        return ClusterDB(spec, "kchaos", frozenset({LosesUnflushed}))
+    return ClusterDB(spec, "kchaos", why_not={
+        LosesUnflushed: f"--db kchaos has them only with --broker-config {LOSE_UNFLUSHED}=true"})
 
 
 KIND = DBKind(KchaosOptions, build)

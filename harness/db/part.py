@@ -3,9 +3,9 @@
 A registered db (`harness.db.registry.DBS`) is a `DBKind`: its options dataclass (see
 `harness.options`) and `build(options, context) -> DB`. `DB.start(logs_dest)` brings the system up
 on the test's nodes and returns a `RunningDB`, a context manager whose exit takes it down.
-Extra powers (kill, pause, stop, start a service on a node; find the controller or a
-leader through ZooKeeper; find a group's coordinator, `harness.db.coordinator`) are the
-methods `nemesis.targets.ClusterControl` names.
+Extra powers (kill, pause, partition, find the controller, a leader or a coordinator, ...)
+are the small protocols of `nemesis.capabilities`; `DB.offer()` says before the start
+which of them the running db will have, so a fault it cannot serve is refused first.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from harness.control.backends import BackendOptions
+from nemesis.capabilities import Offer
 
 __all__ = ["DB", "DBContext", "DBKind", "RunningDB"]
 
@@ -43,6 +44,9 @@ class DB(Protocol):
 
     def start(self, logs_dest: Path | None = None, timeout: float = 60.0) -> RunningDB:
         """Up and healthy; on failure the node logs are copied to `logs_dest` first."""
+
+    def offer(self) -> Offer:
+        """The capabilities faults may use once it runs, and why it lacks others."""
 
     def describe(self) -> dict[str, Any]: ...
 

@@ -15,11 +15,11 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from harness.db import Cluster, ClusterSpec
 from harness.db.coordinator import offsets_partition
+from harness.db.znodes import read_snapshot
 from nemesis.consumers import AddPartitionsNemesis, Consumers
 from nemesis.partition import Firewall, PartitionNemesis
 from nemesis.process import KillNemesis
 from nemesis.targeted import TargetedNemesis
-from nemesis.targets import read_snapshot
 from tests.nemesis.test_consumer_faults import Targets, consumers_of
 from tests.support.cleanup import assert_nothing_left
 

@@ -17,7 +17,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from harness.db import Cluster
 from harness.db.kafka.distribution import CACHE, DEFAULT_VERSION
-from nemesis.targets import read_snapshot
+from harness.db.znodes import read_snapshot
 from tests.support.cleanup import assert_nothing_left
 
 pytestmark = [

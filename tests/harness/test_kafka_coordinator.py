@@ -15,8 +15,8 @@ from harness.db.coordinator import offsets_partition
 from harness.db.kafka.db import KIND, KafkaOptions
 from harness.db.kafka.distribution import CACHE, DEFAULT_VERSION
 from harness.db.part import DBContext
+from harness.db.znodes import read_snapshot
 from nemesis.process import KillNemesis
-from nemesis.targets import read_snapshot
 from tests.nemesis.test_consumer_faults import Targets, consumers_of
 from tests.support.cleanup import assert_nothing_left
 

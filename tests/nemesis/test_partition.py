@@ -14,7 +14,7 @@ from nemesis import grudge as g
 from nemesis.package import package
 from nemesis.partition import Firewall, PacketLossNemesis, PartitionNemesis
 from tests.support.cleanup import assert_nothing_left, listen_everywhere, reachability
-from tests.support.fake_cluster import FakeZk
+from tests.support.fake_cluster import FakeCluster, FakeZk
 
 pytestmark = [
     pytest.mark.cluster,
@@ -24,18 +24,17 @@ pytestmark = [
 BROKERS = ("n1", "n2", "n3", "n4", "n5")
 
 
-class ListenerCluster:
-    """ClusterControl enough for partitions: five "brokers" and one "ZooKeeper" node."""
+class ListenerCluster(FakeCluster):
+    """A db enough for partitions: five "brokers" and one "ZooKeeper" node on real
+    namespaces, its metadata in a fake ZooKeeper."""
 
     def __init__(self, remote: LocalRemote) -> None:
         self.remote = remote
         self.nodes = remote.nodes
         self.brokers = BROKERS
         self.zookeepers = ("z1",)
+        self.session_timeout = self.replica_lag_time = 1.0
         self.zk = FakeZk()
-
-    def broker_node(self, broker_id: int) -> str:
-        return BROKERS[broker_id - 1]
 
 
 @pytest.fixture(scope="module")

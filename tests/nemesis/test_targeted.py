@@ -8,16 +8,23 @@ import random
 
 import pytest
 
+from nemesis.capabilities import (
+    HasLeaders,
+    Killable,
+    LosesUnflushed,
+    PartitionableNetwork,
+    PartitionState,
+    Snapshot,
+)
 from nemesis.consumers import NO_COORDINATED, Consumers
-from nemesis.package import FAULTS, GROUPS, check_applicable, expand, package
+from nemesis.package import FAULTS, GROUPS, expand, package
 from nemesis.partition import Firewall
 from nemesis.power_loss import CrashLoseUnflushedNemesis
 from nemesis.targeted import DEPOSED_SECONDS, STRAND_SECONDS, TargetedNemesis, strand_plan
-from nemesis.targets import PartitionState, Snapshot, leader_and_followers
+from nemesis.targets import leader_and_followers
 from tests.support.fake_cluster import FakeCluster, FakeResult
 
 STATE = "/brokers/topics/t/partitions/0/state"
-KNOB = {"kchaos.debug.lose-unflushed-on-crash": "true"}
 
 
 class ReactiveZk:
@@ -204,13 +211,9 @@ def test_faults_groups_and_what_they_need():
     assert "crash-lose-unflushed" not in GROUPS["all"], "all must run without the knob"
     assert set(GROUPS["targeted"]) <= set(GROUPS["all"])
     assert FAULTS["crash-lose-unflushed"].stop == "power-on"
-    check_applicable(["kill", "crash-lose-unflushed"], "kchaos", KNOB)
-    check_applicable(["shrink-isr-kill-leader", "kill-new-leader"], "kafka", {})
-    with pytest.raises(ValueError, match="add --broker-config "
-                                         "kchaos.debug.lose-unflushed-on-crash=true"):
-        check_applicable(["crash-lose-unflushed"], "kchaos", {})
-    with pytest.raises(ValueError, match="does not apply to --db kafka: Apache Kafka has no"):
-        check_applicable(["crash-lose-unflushed"], "kafka", KNOB)
+    assert LosesUnflushed in FAULTS["crash-lose-unflushed"].needs
+    assert {Killable, HasLeaders, PartitionableNetwork} <= set(
+        FAULTS["shrink-isr-kill-leader"].needs)
 
 
 def test_package_stops_targeted_faults_with_one_heal():
@@ -274,7 +277,7 @@ def test_an_offline_partition_is_waited_through_to_its_unclean_election():
 
 
 def nemesis_state(cluster, epoch=None):
-    from nemesis.targets import PartitionState
+    from nemesis.capabilities import PartitionState
 
     return PartitionState("t", 0, 4, 3 if epoch is None else epoch, (4, 5, 1), (4, 5, 1))
 

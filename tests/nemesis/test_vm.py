@@ -7,7 +7,8 @@ import random
 
 import pytest
 
-from nemesis.vm import CrashVMNemesis, PauseVMNemesis, check_backend
+from nemesis.capabilities import VMControl
+from nemesis.vm import VMNemesis
 
 
 class Machines:
@@ -38,21 +39,57 @@ class Machines:
 
 
 class Cluster:
+    """A db of machines (`VMControl`) with ZooKeeper, whose services start at once."""
+
     brokers = ("n1", "n2")
     zookeepers = ("z1",)
     nodes = ("n1", "n2", "z1")
+    bootstrap_servers = "n1:9092"
+    session_timeout = 6.0
 
     def __init__(self):
         self.remote = Machines(self.nodes)
         self.started = []
 
+    def broker_id(self, node):
+        return self.brokers.index(node) + 1
+
+    def broker_node(self, broker_id):
+        return self.brokers[broker_id - 1]
+
+    def machine_state(self, node):
+        return self.remote.machine_state(node)
+
+    def power_off(self, node):
+        self.remote.power_off(node)
+
+    def power_on(self, node):
+        self.remote.power_on(node)
+
+    def suspend_machine(self, node):
+        self.remote.suspend(node)
+
+    def resume_machine(self, node):
+        self.remote.resume(node)
+
     def start(self, node, service="broker"):
         self.started.append((node, service))
         return True
 
+    def running(self, node, service="broker"):
+        return True
+
+    kill = stop = running  # the faults here only start services
+
+    def zookeeper_mode(self, node):
+        return "standalone"
+
+    def registered(self, node):
+        return True
+
 
 def test_crash_vm_powers_a_machine_off_and_start_vm_boots_it_with_its_services():
-    cluster, nemesis = Cluster(), CrashVMNemesis(random.Random(1))
+    cluster, nemesis = Cluster(), VMNemesis(random.Random(1))
     nemesis.setup(cluster)
     crashed = nemesis.invoke(cluster, {"f": "crash-vm", "value": "zookeeper"})["value"]
     assert crashed == {"z1": "powered-off"}
@@ -81,7 +118,7 @@ def test_start_vm_waits_for_a_zookeeper_slower_than_the_clusters_own_wait():
         def zookeeper_mode(self, node):
             return next(self.modes)
 
-    cluster, nemesis = SlowZooKeeper(), CrashVMNemesis(random.Random(1))
+    cluster, nemesis = SlowZooKeeper(), VMNemesis(random.Random(1))
     cluster.remote.power_off("z1")
     cluster.remote.power_off("n1")
     started = nemesis.invoke(cluster, {"f": "start-vm", "value": None})["value"]
@@ -90,7 +127,7 @@ def test_start_vm_waits_for_a_zookeeper_slower_than_the_clusters_own_wait():
 
 
 def test_pause_vm_freezes_one_machine_and_resume_vm_thaws_every_frozen_one():
-    cluster, nemesis = Cluster(), PauseVMNemesis(random.Random(2))
+    cluster, nemesis = Cluster(), VMNemesis(random.Random(2))
     paused = nemesis.invoke(cluster, {"f": "pause-vm", "value": "one"})["value"]
     (node,) = paused
     assert cluster.remote.states[node] == "paused"
@@ -101,16 +138,6 @@ def test_pause_vm_freezes_one_machine_and_resume_vm_thaws_every_frozen_one():
         nemesis.invoke(cluster, {"f": "pause-vm", "value": "leader"})
 
 
-def test_machine_faults_need_the_vagrant_backend():
-    check_backend(["crash-vm", "pause-vm", "kill"], "vagrant")
-    check_backend(["kill", "partition-one"], "local")
-    with pytest.raises(ValueError, match="needs virtual machines: --backend vagrant"):
-        check_backend(["kill", "crash-vm"], "local")
-
-    class NotMachines(Cluster):
-        def __init__(self):
-            super().__init__()
-            self.remote = object()
-
-    with pytest.raises(TypeError, match="not machines"):
-        CrashVMNemesis(random.Random()).setup(NotMachines())
+def test_one_nemesis_claims_both_machine_faults_and_the_fake_is_a_machine_db():
+    assert VMNemesis(random.Random()).fs == {"crash-vm", "start-vm", "pause-vm", "resume-vm"}
+    assert isinstance(Cluster(), VMControl)

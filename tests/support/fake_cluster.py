@@ -5,12 +5,16 @@ from __future__ import annotations
 import signal
 
 from harness.control.fake import FakeRemote
+from harness.db.znodes import parse_partition_state, read_snapshot, state_path
 
 NODES = ["n1", "n2", "n3", "n4", "n5"]
 
 
 class FakeCluster:
-    """A ClusterControl over FakeRemote with a fixed controller and partition table."""
+    """A running db with every capability but VM control (`nemesis.capabilities`) over
+    FakeRemote, with a fixed controller and partition table in a fake ZooKeeper."""
+
+    bootstrap_servers = "127.0.0.1:9092"
 
     def __init__(self):
         self.remote = FakeRemote(NODES + ["z1"])
@@ -31,6 +35,31 @@ class FakeCluster:
 
     def zookeeper_mode(self, node):
         return "standalone"
+
+    def firewall(self, node, drop_from=(), loss_from=None):
+        self.remote.firewall(node, drop_from, loss_from)
+
+    def snapshot(self):
+        return read_snapshot(self.zk)
+
+    def controller(self):
+        return self.broker_node(self.snapshot().controller)
+
+    def partition_state(self, topic, partition):
+        try:
+            data, _ = self.zk.get_async(state_path(topic, partition)).get()
+        except KeyError:
+            return None
+        return parse_partition_state(topic, partition, data)
+
+    def registered(self, node):
+        return self.zk.exists_async(f"/brokers/ids/{self.broker_id(node)}").get() is not None
+
+    def coordinator(self, key, kind="group"):
+        return None
+
+    def coordinator_partition(self, key, kind="group"):
+        return "__consumer_offsets", 0
 
     def _pid(self, node, service):
         return self.zk_pid if service == "zookeeper" else self.pids[node]

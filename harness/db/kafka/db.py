@@ -16,8 +16,14 @@ from harness.db.cluster_db import ClusterDB, ClusterOptions, cluster_spec
 from harness.db.kafka.broker import KafkaBroker
 from harness.db.kafka.distribution import DEFAULT_VERSION, VERSIONS, KafkaUnavailable, resolve
 from harness.db.part import DBContext, DBKind
+from nemesis.capabilities import LosesUnflushed
 
 __all__ = ["KIND", "KafkaOptions", "check_kafka_config"]
+
+NO_POWER_LOSS = ("--db kafka has none: Apache Kafka has no property that drops its unflushed "
+                 "log tail on a crash (kchaos.debug.lose-unflushed-on-crash is our broker's "
+                 "fault injection); a real power loss needs machines to switch off "
+                 "(--nemesis crash-vm)")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -52,7 +58,8 @@ def build(options: KafkaOptions, context: DBContext) -> ClusterDB:
         raise ValueError(str(error)) from error
     launcher = KafkaBroker(distribution.version, str(distribution.libs), main_jar,
                            options.java, options.heap)
-    return ClusterDB(cluster_spec(options, context, launcher), "kafka")
+    return ClusterDB(cluster_spec(options, context, launcher), "kafka",
+                     why_not={LosesUnflushed: NO_POWER_LOSS})
 
 
 KIND = DBKind(KafkaOptions, build)
