@@ -43,12 +43,12 @@ from reports.layout import (
     TEST_FILE,
 )
 from reports.summary import headline, summary_lines
-from workloads import generator as gen
-from workloads.client import CLIENT_LOGGERS
-from workloads.final import final_phase
-from workloads.part import WorkloadContext
+from workloads.core import generator as gen
+from workloads.core.client import CLIENT_LOGGERS
+from workloads.core.final import final_phase
+from workloads.core.part import WorkloadContext
+from workloads.core.worker import Interpreter
 from workloads.registry import WORKLOADS
-from workloads.worker import Interpreter
 
 if TYPE_CHECKING:
     from harness.test import Test

@@ -32,7 +32,7 @@ from harness.scenarios import SCENARIOS
 from nemesis.consumers import DEFAULT_SESSION_TIMEOUT
 from nemesis.package import Package, Schedule, check_applicable, package
 from nemesis.vm import check_backend
-from workloads.part import Workload, WorkloadContext, WorkloadKind
+from workloads.core.part import Workload, WorkloadContext, WorkloadKind
 from workloads.registry import WORKLOADS
 
 __all__ = ["Test", "WorkloadPart", "build_test", "versions"]

@@ -18,8 +18,8 @@ from harness.test import Test, WorkloadPart
 from nemesis.package import package
 from tests.support.fake_cluster import FakeCluster
 from tests.support.memory_queue import MemoryClient, MemoryLog
-from workloads.client import completed
-from workloads.part import WorkloadKind
+from workloads.core.client import completed
+from workloads.core.part import WorkloadKind
 from workloads.queue import QueueOptions, queue_workload
 
 pytestmark = [pytest.mark.spark, pytest.mark.timeout(300)]
