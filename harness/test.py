@@ -122,7 +122,8 @@ def _nemesis(config: TestConfig, seed: int) -> Package:
         return package(config.nemesis.nemesis, seed, config.run.time_limit,
                        config.nemesis.nemesis_interval, _session_timeout(config.workload))
     staged = package(scenario.faults, seed, config.run.time_limit)
-    return replace(staged, generator=Schedule(scenario.schedule(config)))
+    return replace(staged, generator=Schedule(scenario.schedule(
+        getattr(config.db, "broker_config", {}))))
 
 
 def _session_timeout(options: Any) -> float:

@@ -21,6 +21,8 @@ import contextlib
 import json
 import logging
 import struct
+import subprocess
+import sys
 import tempfile
 import time
 from collections.abc import Mapping
@@ -39,10 +41,9 @@ from harness.db.coordinator import (
 )
 from harness.db.files import fetch
 from harness.db.launchers import launcher_from_json
-from harness.db.reaper import start_reaper
 from harness.db.zookeeper import ZooKeeperEnsemble, ZooKeeperSettings
 
-__all__ = ["Cluster", "ClusterSpec", "down"]
+__all__ = ["Cluster", "ClusterSpec", "down", "start_reaper"]
 
 CLUSTER_FILE = "cluster.json"
 log = logging.getLogger(__name__)
@@ -373,6 +374,16 @@ class Cluster:
                           "role": "+".join(roles), "pids": pids})
         return {"prefix": self.prefix, "bootstrap_servers": self.bootstrap_servers,
                 "zookeeper_connect": self.zookeeper_connect, "nodes": nodes}
+
+
+def start_reaper(prefix: str, state_root: Path) -> int:
+    """Start the reaper of run `prefix` (`python -m harness.db.reaper`) in its own session;
+    returns its pid."""
+    with open(state_root / f"{prefix}.reaper.log", "ab") as out:
+        reaper = subprocess.Popen(
+            [sys.executable, "-m", "harness.db.reaper", prefix, str(state_root)],
+            stdin=subprocess.DEVNULL, stdout=out, stderr=out, start_new_session=True)
+    return reaper.pid
 
 
 def down(prefix: str | None = None, state_root: Path | None = None,
