@@ -1,7 +1,7 @@
 """The run, end to end (DESIGN.md, "The run"), written as Jepsen's `run!`: nested scopes.
 
     store folder and log ─ Spark starting in the background
-      └─ db up (test.db) ─ nemesis set up ─ history writer
+      └─ db up (test.db) ─ history writer ─ clients set up ─ nemesis set up
            └─ workload and faults, then heal, recovery and final reads
       logs collected, db down
     test.checker on Spark -> results.json ─ report.html and the store index
@@ -180,31 +180,27 @@ def _run_workload(test: Test, record: dict[str, Any], db: RunningDB, run_dir: Pa
                                   concurrency=workload.concurrency,
                                   nemesis=_DBNemesis(faults, db), nodes=db.brokers,
                                   op_timeout=workload.op_timeout, clock=clock)
-        interpreter.setup_clients()
-        faults.consumers.attach(workload)
-        faults.nemesis.setup(db)
-        try:
-            generator = gen.phases(
-                gen.time_limit(test.time_limit, gen.any_of(gen.clients(workload.generator),
-                                                           gen.nemesis(faults.generator))),
-                final_phase(faults.final_generator, workload.final_generator,
-                            test.recovery_seconds, test.final_read_seconds))
-            clock.start()
-            write_json(run_dir / TEST_FILE, {**record, "start_wall_ms": clock.start_wall_ms})
-            print(f"kchaos: {test.time_limit:g} s of the {test.workload.name} workload "
-                  f"({_describe(workload.test_fields)}, {workload.concurrency} threads) "
-                  f"with faults: {', '.join(faults.faults) or 'none'}", file=out, flush=True)
-            with _client_logs(run_dir / CLIENT_LOG_FILE) as client_lines, \
-                    ProgressPrinter(lambda: {**interpreter.progress.snapshot(),
-                                             "client_log_lines": client_lines.count},
-                                    test.time_limit):
-                interpreter.run(generator)
-            write_json(run_dir / TEST_FILE, {**record, "start_wall_ms": clock.start_wall_ms,
-                                             "final_reads": True})
-        finally:
-            faults.nemesis.teardown(db)
-        with contextlib.suppress(Exception):
-            interpreter.teardown_clients()
+        with _clients(interpreter):
+            faults.consumers.attach(workload)
+            with _faults(faults, db):
+                generator = gen.phases(
+                    gen.time_limit(test.time_limit,
+                                   gen.any_of(gen.clients(workload.generator),
+                                              gen.nemesis(faults.generator))),
+                    final_phase(faults.final_generator, workload.final_generator,
+                                test.recovery_seconds, test.final_read_seconds))
+                clock.start()
+                write_json(run_dir / TEST_FILE, {**record, "start_wall_ms": clock.start_wall_ms})
+                print(f"kchaos: {test.time_limit:g} s of the {test.workload.name} workload "
+                      f"({_describe(workload.test_fields)}, {workload.concurrency} threads) "
+                      f"with faults: {', '.join(faults.faults) or 'none'}", file=out, flush=True)
+                with _client_logs(run_dir / CLIENT_LOG_FILE) as client_lines, \
+                        ProgressPrinter(lambda: {**interpreter.progress.snapshot(),
+                                                 "client_log_lines": client_lines.count},
+                                        test.time_limit):
+                    interpreter.run(generator)
+                write_json(run_dir / TEST_FILE, {**record, "start_wall_ms": clock.start_wall_ms,
+                                                 "final_reads": True})
 
 
 def _describe(fields: Mapping[str, Any]) -> str:
@@ -278,6 +274,31 @@ def _summarise(results: Result, run_dir: Path, out: TextIO) -> None:
 
 
 # --- scopes -----------------------------------------------------------------------------------
+
+
+@contextlib.contextmanager
+def _clients(interpreter: Interpreter) -> Iterator[None]:
+    """The clients' setup (topics) and, whatever happens inside, their teardown (which ends
+    the consumer child processes); a teardown that fails is logged, never raised over the
+    error that may be on its way out."""
+    interpreter.setup_clients()
+    try:
+        yield
+    finally:
+        try:
+            interpreter.teardown_clients()
+        except Exception:
+            log.exception("client teardown failed")
+
+
+@contextlib.contextmanager
+def _faults(faults: Package, db: RunningDB) -> Iterator[None]:
+    """The nemesis set up on the db and, whatever happens inside, torn down (healed)."""
+    faults.nemesis.setup(db)
+    try:
+        yield
+    finally:
+        faults.nemesis.teardown(db)
 
 
 class _BackgroundSpark:
