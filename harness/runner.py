@@ -32,16 +32,21 @@ from checker.registry import composed
 from harness import exit_codes
 from harness.db.part import RunningDB
 from harness.progress import ProgressPrinter
-from harness.store import create_run, read_test, write_json
-from nemesis.package import Package
-from reports.layout import (
+from harness.store import (
     CLIENT_LOG_FILE,
     HISTORY_FILE,
     LOG_FILE,
     NODES_DIR,
     RESULTS_FILE,
     TEST_FILE,
+    create_run,
+    index_store,
+    read_test,
+    run_files,
+    write_json,
+    write_progress,
 )
+from nemesis.package import Package
 from reports.summary import headline, summary_lines
 from workloads.core import generator as gen
 from workloads.core.client import CLIENT_LOGGERS
@@ -168,12 +173,16 @@ def _run_db_phase(test: Test, record: dict[str, Any], run_dir: Path, out: TextIO
 
 def _run_workload(test: Test, record: dict[str, Any], db: RunningDB, run_dir: Path,
                   out: TextIO) -> None:
+    """The client phase; its progress (the db's facts, the workload's fields, the start
+    time, then the final reads done) goes to progress.json as it is reached."""
     workload = test.workload.build(WorkloadContext(
         tuple(db.bootstrap_servers.split(",")), len(db.brokers), test.seed))
     faults = test.nemesis
-    record = {**record, **dict(workload.test_fields),
-              "key_partitions": {str(k): list(v) for k, v in workload.key_partitions.items()},
-              **db.facts()}
+    progress = {**dict(workload.test_fields),
+                "key_partitions": {str(k): list(v) for k, v in workload.key_partitions.items()},
+                **db.facts(), "final_reads": False}
+    write_progress(run_dir, progress)
+    record = {**record, **progress}
     clock = _Clock()
     with HistoryWriter(run_dir / HISTORY_FILE, clock=clock) as history:
         interpreter = Interpreter(record, workload.client, history,
@@ -190,7 +199,8 @@ def _run_workload(test: Test, record: dict[str, Any], db: RunningDB, run_dir: Pa
                     final_phase(faults.final_generator, workload.final_generator,
                                 test.recovery_seconds, test.final_read_seconds))
                 clock.start()
-                write_json(run_dir / TEST_FILE, {**record, "start_wall_ms": clock.start_wall_ms})
+                progress["start_wall_ms"] = clock.start_wall_ms
+                write_progress(run_dir, progress)
                 print(f"kchaos: {test.time_limit:g} s of the {test.workload.name} workload "
                       f"({_describe(workload.test_fields)}, {workload.concurrency} threads) "
                       f"with faults: {', '.join(faults.faults) or 'none'}", file=out, flush=True)
@@ -199,8 +209,7 @@ def _run_workload(test: Test, record: dict[str, Any], db: RunningDB, run_dir: Pa
                                                  "client_log_lines": client_lines.count},
                                         test.time_limit):
                     interpreter.run(generator)
-                write_json(run_dir / TEST_FILE, {**record, "start_wall_ms": clock.start_wall_ms,
-                                                 "final_reads": True})
+                write_progress(run_dir, {**progress, "final_reads": True})
 
 
 def _describe(fields: Mapping[str, Any]) -> str:
@@ -255,11 +264,11 @@ def _write_results(run_dir: Path, results: Result) -> None:
 
 
 def _report(store: Path, run_dir: Path, out: TextIO) -> None:
-    from reports import write_index, write_report
+    from reports import write_report
 
     try:
-        report = write_report(run_dir)
-        write_index(store)
+        report = write_report(run_files(run_dir))
+        index_store(store)
     except Exception as error:
         log.exception("report failed")
         print(f"kchaos: the report could not be written: {error}", file=out, flush=True)

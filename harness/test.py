@@ -77,15 +77,15 @@ class Test:
         return tuple(self.checker.checkers)
 
     def record(self) -> dict[str, Any]:
-        """test.json before the run: configuration, parts, seed and versions (the runner adds
-        the running db's facts, the workload's fields and the start time, and sets
-        `final_reads` once the final reads have completed)."""
+        """test.json, written once when the run starts: configuration, parts, seed and
+        versions (the runner records the running db's facts, the workload's fields, the
+        start time and whether the final reads completed in progress.json)."""
         return {"name": self.name, "seed": self.seed, "scenario": self.scenario,
                 "db": self.db.name, "workload": self.workload.name,
                 "checkers": list(self.checkers), "config": self.config,
                 **self.db.describe(), "time_limit": self.time_limit,
                 "nemesis": ",".join(self.nemesis.faults) or "none",
-                "final_reads": False, "versions": versions()}
+                "versions": versions()}
 
 
 def build_test(config: TestConfig) -> Test:

@@ -11,10 +11,9 @@ from harness.cli import build_parser
 from harness.config import ConfigError, TestConfig, load_config
 from harness.options import add_arguments, declared
 from harness.scenarios import SCENARIOS
-from harness.store import create_run
+from harness.store import create_run, resolve_run
 from harness.test import build_test
 from nemesis.package import expand
-from reports.layout import resolve_run
 
 
 def test_defaults_are_the_safe_configuration():

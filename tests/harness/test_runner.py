@@ -15,6 +15,7 @@ from checker.history import load_history
 from checker.registry import composed
 from harness import exit_codes
 from harness.runner import check_run, run_test
+from harness.store import read_test
 from harness.test import Test, WorkloadPart
 from nemesis.package import package
 from tests.support.fake_cluster import FakeCluster
@@ -120,7 +121,10 @@ def test_a_run_of_fake_parts_is_stored_checked_and_reported(spark, tmp_path):
     assert events == ["start", "logs", "down"]
     assert test.nemesis.consumers.topic == "kchaos"  # the runner handed the workload over
     run = outcome.run_dir
-    test = json.loads((run / "test.json").read_text())
+    recorded = json.loads((run / "test.json").read_text())
+    assert "start_wall_ms" not in recorded and "final_reads" not in recorded, \
+        "test.json is the configuration, written once; progress is progress.json's"
+    test = read_test(run)
     assert test["db"] == "fake" and test["workload"] == "memory" and test["seed"] == 7
     assert test["checkers"] == ["queue", "acks"] and test["cluster_prefix"] == "kcfake"
     assert test["acks"] == "all" and "start_wall_ms" in test and test["final_reads"] is True
@@ -168,7 +172,7 @@ def test_an_interrupt_tears_the_db_down(spark, tmp_path):
     assert outcome.exit_code == exit_codes.ERROR
     assert events == ["start", "logs", "down"]
     assert "interrupted; everything torn down" in out.getvalue()
-    assert json.loads((outcome.run_dir / "test.json").read_text())["final_reads"] is False
+    assert read_test(outcome.run_dir)["final_reads"] is False
 
 
 def test_check_of_a_malformed_history_exits_3_and_leaves_no_current_looking_results(
@@ -196,7 +200,7 @@ def test_a_run_without_its_check_stores_the_history_and_logs_only(tmp_path):
     assert outcome.exit_code == exit_codes.VALID and outcome.results is None
     assert events == ["start", "logs", "down"]
     assert load_history(run / "history.jsonl") and (run / "nodes" / "n1" / "server.log").is_file()
-    assert json.loads((run / "test.json").read_text())["final_reads"] is True
+    assert read_test(run)["final_reads"] is True
     assert not (run / "results.json").exists() and not (run / "report.html").exists()
     assert "not checked (no_check" in out.getvalue()
 
@@ -204,7 +208,8 @@ def test_a_run_without_its_check_stores_the_history_and_logs_only(tmp_path):
 class ChildClient(MemoryClient):
     """A memory client whose first ops start real consumer children (a group member of
     confluent-kafka pointed at a loopback port nothing listens on), as a subscribe-mode
-    client does (each worker may start one); its teardown kills them, as `QueueClient.teardown` does."""
+    client does (each worker may start one); its teardown kills them, as
+    `QueueClient.teardown` does."""
 
     children = ConsumerChildren()
     started: list[int] = []
