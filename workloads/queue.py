@@ -7,7 +7,7 @@ micro-ops `["send", k, v]` with unique integer values, `poll` (`[["poll"]]`), `a
 for, `crash` (the client is closed and reopened as a new process). The generator is
 pure and seeded; the final generator drains every key from the beginning.
 
-With `sub_via="subscribe"` (kchaos issue 15, the groups history contract) consumers
+With `sub_via="subscribe"` (the groups history contract) consumers
 subscribe in consumer groups instead: client thread t is a member of group
 g{t mod groups}, each process runs its consumer in a child process, commits follow
 `commit` (auto, after-process, before-process), crashes close or abandon the member, and
@@ -15,7 +15,7 @@ the final phase adds group polls, closes and `committed` reads before the drain
 (`workloads.groups.ops`). The workload then also needs the `groups` checker, and exposes
 `consumer_pids()`, `groups()` and `topic` for nemeses that pause consumers.
 
-With `txn` (kchaos issue 16; confluent client, assign mode, acks=all) the sends and polls
+With `txn` (confluent client, assign mode, acks=all) the sends and polls
 come as `txn` ops, as in Jepsen's Kafka workload: each a list of 1..`max_txn_ops`
 micro-ops `["send", k, v]` and `["poll"]` run as one Kafka transaction by a transactional
 producer (one transactional id per worker thread) beside a consumer at `isolation_level`;

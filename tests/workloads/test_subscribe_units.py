@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 import io
 import json
 import time
@@ -334,3 +335,12 @@ def test_member_commit_outcome_and_close_crash_rebalances():
                                                             "ILLEGAL_GENERATION")
     crash = group.crash({"f": "crash", "process": 0, "value": "close"})
     assert crash["type"] == "info" and crash["rebalances"][0]["revoked"] == [0]
+
+
+def test_every_child_entry_point_is_a_module_with_a_main():
+    from workloads.kafka.confluent import ConfluentClient
+    from workloads.kafka.kafka_python import KafkaPythonClient
+    from workloads.transfer.client import TRANSFER_MAIN
+
+    for main in (ConfluentClient.member_main, KafkaPythonClient.member_main, TRANSFER_MAIN):
+        assert callable(importlib.import_module(main).main), main

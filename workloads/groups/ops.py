@@ -15,8 +15,8 @@ at least the session timeout and 3 s (a member abandoned just before the final p
 keeps its keys until its session times out, then the group rebalances); (2)
 each member closes (`crash` "close"; auto-commit mode commits on close); (3) one
 `committed` op per group reads its offsets through a client of no group; (4) the
-assign-mode drain from the beginning (`workloads.core.final.Drain`), which first crashes every
-process, so the final reads belong to no group.
+assign-mode drain from the beginning (`workloads.core.final.Drain`), which first crashes
+every process, so the final reads belong to no group.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The transfer workload: consume-transform-produce, exactly once (kchaos issue 16).
+"""The transfer workload: consume-transform-produce, exactly once.
 
 Input records are produced during the whole run, not as a fixed set up front: a fixed
 set would be transferred in the first seconds and leave the workers idle while the
