@@ -201,3 +201,21 @@ def test_the_cycle_finder_names_a_circle():
 def test_no_import_cycles():
     found = cycles(import_graph())
     assert not found, "import cycles: " + "; ".join(" -> ".join(c) for c in found)
+
+
+def test_workload_families_import_one_way():
+    """core <- groups <- kafka <- queue, transfer <- registry: a family imports only those
+    to its left (and itself)."""
+    below = {"core": set(), "groups": {"core"}, "kafka": {"core", "groups"},
+             "queue": {"core", "groups", "kafka"},
+             "transfer": {"core", "groups", "kafka", "queue"}}
+    for path in modules("workloads"):
+        parts = path.relative_to(ROOT / "workloads").with_suffix("").parts
+        family = parts[0]
+        if family not in below:
+            continue
+        for name in imports_of(path):
+            inner = name.split(".")[1:2]
+            if top(name) == "workloads" and inner and inner[0] in below:
+                assert inner[0] in below[family] | {family}, \
+                    f"{path.relative_to(ROOT)} imports {name}"
