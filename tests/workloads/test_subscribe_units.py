@@ -344,3 +344,14 @@ def test_every_child_entry_point_is_a_module_with_a_main():
 
     for main in (ConfluentClient.member_main, KafkaPythonClient.member_main, TRANSFER_MAIN):
         assert callable(importlib.import_module(main).main), main
+
+
+def test_an_adapter_makes_its_members_configuration():
+    from workloads.kafka.client import ClientOptions
+    from workloads.kafka.kafka_python import KafkaPythonClient
+
+    client = KafkaPythonClient(ClientOptions(bootstrap_servers=("a:1", "b:2"),
+                                             key_partitions={0: 0, 1: 1}), node="b:2")
+    member = client.member_config("g1")
+    assert member.group == "g1" and member.bootstrap_servers == ("b:2", "a:1")
+    assert MemberConfig.from_json(member.to_json()) == member

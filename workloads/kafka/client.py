@@ -252,7 +252,7 @@ class QueueClient:
     def member_config(self, group: str) -> MemberConfig:
         options = self.options
         return MemberConfig(
-            library=self.library, bootstrap_servers=tuple(options.bootstrap_for(self.node)),
+            bootstrap_servers=tuple(options.bootstrap_for(self.node)),
             topic=options.topic, group=group, partition_keys=self._partition_keys,
             commit=options.commit, session_timeout_ms=options.session_timeout_ms,
             poll_timeout=options.poll_timeout, max_poll_records=options.max_poll_records,
