@@ -220,6 +220,7 @@ class ChildClient(MemoryClient):
                                   group="g0", partition_keys={0: 0})
             child = self.children.start(config, "workloads.kafka.confluent_member")
             self.started.append(child.pid)
+            child.request("poll", 30)  # it runs and answers
         return super().invoke(test, op)
 
     def teardown(self, test):

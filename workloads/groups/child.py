@@ -35,7 +35,7 @@ from typing import Any, Protocol
 __all__ = ["ChildGone", "ConsumerChild", "ConsumerChildren", "MemberError"]
 
 log = logging.getLogger("kchaos.clients.group")
-PROJECT_ROOT = Path(__file__).resolve().parent.parent
+PROJECT_ROOT = Path(__file__).resolve().parents[2]
 REAP_SECONDS = 5.0
 
 
