@@ -20,6 +20,7 @@ from checker.checkers import compose
 from checker.elections import ElectionChecker
 from checker.history import HistoryWriter, load_history
 from checker.queue import QueueChecker
+from harness.store import run_files
 from reports import write_report
 
 START_MS = 1_735_689_600_000
@@ -95,7 +96,7 @@ def main() -> None:
         generate(run, args.ops)
         lines = sum(1 for _ in open(run / "history.jsonl"))
         started = time.monotonic()
-        report = write_report(run)
+        report = write_report(run_files(run))
         seconds = time.monotonic() - started
     print(f"report of a {lines}-op history: {seconds:.2f} s "
           f"({len(report.plots)} plots, verdict {report.verdict}); target <= 10 s")

@@ -24,7 +24,7 @@ from typing import Any, TextIO
 from checker.errors import HistoryError
 from checker.history import read_history
 from harness.config import ConfigError, TestConfig, all_options, load_config
-from harness.store import read_test
+from harness.store import HISTORY_FILE, RESULTS_FILE, TEST_FILE, read_test, resolve_run
 from harness.test import Test, build_test
 from nemesis.package import Schedule, package
 from nemesis.schedule import (
@@ -35,7 +35,6 @@ from nemesis.schedule import (
     recorded_schedule,
     write_schedule,
 )
-from reports.layout import HISTORY_FILE, RESULTS_FILE, TEST_FILE, resolve_run
 
 __all__ = ["SCHEDULE_FILE", "ReplayOutcome", "ReplayTest", "anomaly_types", "load_source",
            "reappearance", "replay", "replay_test", "schedule_of_run"]

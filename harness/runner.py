@@ -1,7 +1,7 @@
 """The run, end to end (docs/architecture.md), written as Jepsen's `run!`: nested scopes.
 
     store folder and log ─ Spark starting in the background
-      └─ db up (test.db) ─ nemesis set up ─ history writer
+      └─ db up (test.db) ─ history writer ─ clients set up ─ nemesis set up
            └─ workload and faults, then heal, recovery and final reads
       logs collected, db down
     test.checker on Spark -> results.json ─ report.html and the store index
@@ -32,23 +32,28 @@ from checker.registry import composed
 from harness import exit_codes
 from harness.db.part import RunningDB
 from harness.progress import ProgressPrinter
-from harness.store import create_run, read_test, write_json
-from nemesis.package import Package
-from reports.layout import (
+from harness.store import (
     CLIENT_LOG_FILE,
     HISTORY_FILE,
     LOG_FILE,
     NODES_DIR,
     RESULTS_FILE,
     TEST_FILE,
+    create_run,
+    index_store,
+    read_test,
+    run_files,
+    write_json,
+    write_progress,
 )
+from nemesis.package import Package
 from reports.summary import headline, summary_lines
-from workloads import generator as gen
-from workloads.client import CLIENT_LOGGERS
-from workloads.final import final_phase
-from workloads.part import WorkloadContext
+from workloads.core import generator as gen
+from workloads.core.client import CLIENT_LOGGERS
+from workloads.core.final import final_phase
+from workloads.core.part import WorkloadContext
+from workloads.core.worker import Interpreter
 from workloads.registry import WORKLOADS
-from workloads.worker import Interpreter
 
 if TYPE_CHECKING:
     from harness.test import Test
@@ -168,43 +173,43 @@ def _run_db_phase(test: Test, record: dict[str, Any], run_dir: Path, out: TextIO
 
 def _run_workload(test: Test, record: dict[str, Any], db: RunningDB, run_dir: Path,
                   out: TextIO) -> None:
+    """The client phase; its progress (the db's facts, the workload's fields, the start
+    time, then the final reads done) goes to progress.json as it is reached."""
     workload = test.workload.build(WorkloadContext(
         tuple(db.bootstrap_servers.split(",")), len(db.brokers), test.seed))
     faults = test.nemesis
-    record = {**record, **dict(workload.test_fields),
-              "key_partitions": {str(k): list(v) for k, v in workload.key_partitions.items()},
-              **db.facts()}
+    progress = {**dict(workload.test_fields),
+                "key_partitions": {str(k): list(v) for k, v in workload.key_partitions.items()},
+                **db.facts(), "final_reads": False}
+    write_progress(run_dir, progress)
+    record = {**record, **progress}
     clock = _Clock()
     with HistoryWriter(run_dir / HISTORY_FILE, clock=clock) as history:
         interpreter = Interpreter(record, workload.client, history,
                                   concurrency=workload.concurrency,
                                   nemesis=_DBNemesis(faults, db), nodes=db.brokers,
                                   op_timeout=workload.op_timeout, clock=clock)
-        interpreter.setup_clients()
-        faults.consumers.attach(workload)
-        faults.nemesis.setup(db)
-        try:
-            generator = gen.phases(
-                gen.time_limit(test.time_limit, gen.any_of(gen.clients(workload.generator),
-                                                           gen.nemesis(faults.generator))),
-                final_phase(faults.final_generator, workload.final_generator,
-                            test.recovery_seconds, test.final_read_seconds))
-            clock.start()
-            write_json(run_dir / TEST_FILE, {**record, "start_wall_ms": clock.start_wall_ms})
-            print(f"kchaos: {test.time_limit:g} s of the {test.workload.name} workload "
-                  f"({_describe(workload.test_fields)}, {workload.concurrency} threads) "
-                  f"with faults: {', '.join(faults.faults) or 'none'}", file=out, flush=True)
-            with _client_logs(run_dir / CLIENT_LOG_FILE) as client_lines, \
-                    ProgressPrinter(lambda: {**interpreter.progress.snapshot(),
-                                             "client_log_lines": client_lines.count},
-                                    test.time_limit):
-                interpreter.run(generator)
-            write_json(run_dir / TEST_FILE, {**record, "start_wall_ms": clock.start_wall_ms,
-                                             "final_reads": True})
-        finally:
-            faults.nemesis.teardown(db)
-        with contextlib.suppress(Exception):
-            interpreter.teardown_clients()
+        with _clients(interpreter):
+            faults.consumers.attach(workload)
+            with _faults(faults, db):
+                generator = gen.phases(
+                    gen.time_limit(test.time_limit,
+                                   gen.any_of(gen.clients(workload.generator),
+                                              gen.nemesis(faults.generator))),
+                    final_phase(faults.final_generator, workload.final_generator,
+                                test.recovery_seconds, test.final_read_seconds))
+                clock.start()
+                progress["start_wall_ms"] = clock.start_wall_ms
+                write_progress(run_dir, progress)
+                print(f"kchaos: {test.time_limit:g} s of the {test.workload.name} workload "
+                      f"({_describe(workload.test_fields)}, {workload.concurrency} threads) "
+                      f"with faults: {', '.join(faults.faults) or 'none'}", file=out, flush=True)
+                with _client_logs(run_dir / CLIENT_LOG_FILE) as client_lines, \
+                        ProgressPrinter(lambda: {**interpreter.progress.snapshot(),
+                                                 "client_log_lines": client_lines.count},
+                                        test.time_limit):
+                    interpreter.run(generator)
+                write_progress(run_dir, {**progress, "final_reads": True})
 
 
 def _describe(fields: Mapping[str, Any]) -> str:
@@ -259,11 +264,11 @@ def _write_results(run_dir: Path, results: Result) -> None:
 
 
 def _report(store: Path, run_dir: Path, out: TextIO) -> None:
-    from reports import write_index, write_report
+    from reports import write_report
 
     try:
-        report = write_report(run_dir)
-        write_index(store)
+        report = write_report(run_files(run_dir))
+        index_store(store)
     except Exception as error:
         log.exception("report failed")
         print(f"kchaos: the report could not be written: {error}", file=out, flush=True)
@@ -278,6 +283,31 @@ def _summarise(results: Result, run_dir: Path, out: TextIO) -> None:
 
 
 # --- scopes -----------------------------------------------------------------------------------
+
+
+@contextlib.contextmanager
+def _clients(interpreter: Interpreter) -> Iterator[None]:
+    """The clients' setup (topics) and, whatever happens inside, their teardown (which ends
+    the consumer child processes); a teardown that fails is logged, never raised over the
+    error that may be on its way out."""
+    interpreter.setup_clients()
+    try:
+        yield
+    finally:
+        try:
+            interpreter.teardown_clients()
+        except Exception:
+            log.exception("client teardown failed")
+
+
+@contextlib.contextmanager
+def _faults(faults: Package, db: RunningDB) -> Iterator[None]:
+    """The nemesis set up on the db and, whatever happens inside, torn down (healed)."""
+    faults.nemesis.setup(db)
+    try:
+        yield
+    finally:
+        faults.nemesis.teardown(db)
 
 
 class _BackgroundSpark:

@@ -2,18 +2,15 @@
 
 `kchaos run --scenario NAME` layers `Scenario.config` and `Scenario.broker_config` over
 the user's TOML (`harness.config.load_config`) and replaces the nemesis schedule with
-`Scenario.schedule(config)`: nemesis ops with the time (ns since the test started) at
-which to invoke them.
+`Scenario.schedule(broker_config)`: nemesis ops with the time (ns since the test started)
+at which to invoke them, given the db's broker configuration.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
-
-if TYPE_CHECKING:
-    from harness.config import TestConfig
+from typing import Any
 
 __all__ = ["SCENARIOS", "Scenario"]
 
@@ -26,7 +23,7 @@ class Scenario:
     description: str
     config: Mapping[str, Any]
     broker_config: Mapping[str, str]
-    schedule: Callable[[TestConfig], tuple[dict, ...]]
+    schedule: Callable[[Mapping[str, str]], tuple[dict, ...]]
     faults: tuple[str, ...] = field(default=())
 
 
@@ -35,13 +32,12 @@ def _at(seconds: float, f: str, value: Any) -> dict:
             "time": int(seconds * NS_PER_SECOND)}
 
 
-def _unclean_2013(config: TestConfig) -> tuple[dict, ...]:
+def _unclean_2013(broker_config: Mapping[str, str]) -> tuple[dict, ...]:
     """Kafka 2013 (KAFKA-1211 era, Jepsen's Kafka post): the leader of partition 0 loses its
     followers but keeps ZooKeeper, shrinks the ISR to itself and, with min.insync.replicas=1,
     keeps acknowledging acks=all writes; then its ZooKeeper session expires, the controller
     elects an out-of-sync follower (unclean), and when the network heals the old leader
     truncates what it had acknowledged."""
-    broker_config = getattr(config.db, "broker_config", {})
     lag = float(broker_config.get("replica.lag.time.max.ms", 3000)) / 1000
     target = {"shape": "leader-from-followers", "topic": "kchaos", "partition": 0}
     isolated = 3.0

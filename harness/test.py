@@ -33,7 +33,7 @@ from harness.db.registry import DBS
 from harness.scenarios import SCENARIOS
 from nemesis.consumers import DEFAULT_SESSION_TIMEOUT
 from nemesis.package import Package, Schedule, check_applicable, package
-from workloads.part import Workload, WorkloadContext, WorkloadKind
+from workloads.core.part import Workload, WorkloadContext, WorkloadKind
 from workloads.registry import WORKLOADS
 
 __all__ = ["Test", "WorkloadPart", "build_test", "versions"]
@@ -78,15 +78,15 @@ class Test:
         return tuple(self.checker.checkers)
 
     def record(self) -> dict[str, Any]:
-        """test.json before the run: configuration, parts, seed and versions (the runner adds
-        the running db's facts, the workload's fields and the start time, and sets
-        `final_reads` once the final reads have completed)."""
+        """test.json, written once when the run starts: configuration, parts, seed and
+        versions (the runner records the running db's facts, the workload's fields, the
+        start time and whether the final reads completed in progress.json)."""
         return {"name": self.name, "seed": self.seed, "scenario": self.scenario,
                 "db": self.db.name, "workload": self.workload.name,
                 "checkers": list(self.checkers), "config": self.config,
                 **self.db.describe(), "time_limit": self.time_limit,
                 "nemesis": ",".join(self.nemesis.faults) or "none",
-                "final_reads": False, "versions": versions()}
+                "versions": versions()}
 
 
 def build_test(config: TestConfig) -> Test:
@@ -122,7 +122,8 @@ def _nemesis(config: TestConfig, seed: int) -> Package:
         return package(config.nemesis.nemesis, seed, config.run.time_limit,
                        config.nemesis.nemesis_interval, _session_timeout(config.workload))
     staged = package(scenario.faults, seed, config.run.time_limit)
-    return replace(staged, generator=Schedule(scenario.schedule(config)))
+    return replace(staged, generator=Schedule(scenario.schedule(
+        getattr(config.db, "broker_config", {}))))
 
 
 def _session_timeout(options: Any) -> float:

@@ -1,8 +1,9 @@
 """`store/index.html`: every run of a store, newest first, verdicts colored.
 
-A run is a folder `store/<test-name>/<YYYYMMDDTHHMMSS>/`; the `latest`
-symlinks are not runs. Each row names the test, the run time, the verdict,
-the anomaly counts of every checker and links to the report and the folder. With
+The store lists its runs (`harness.store.stored_runs`: the folders
+`store/<test-name>/<YYYYMMDDTHHMMSS>/`, not the `latest` links). Each row names the test,
+the run time, the verdict, the anomaly counts of every checker and links to the report
+and the folder. With
 nights of `kchaos nightly` in `store/nightly/`, a "Nightly trends" section comes first
 (`reports.trends`: per cell across nights, with plots).
 """
@@ -11,17 +12,21 @@ from __future__ import annotations
 
 import json
 from collections import Counter
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 from reports.html import element, join, link, render, table, trusted
-from reports.layout import INDEX_FILE, REPORT_FILE, RESULTS_FILE, TIMELINE_FILE, run_started
-from reports.run import verdict_of
+from reports.report import REPORT_FILE
+from reports.run import RunFiles, verdict_of
+from reports.timeline import TIMELINE_FILE
 from reports.trends import trends_section
 
-__all__ = ["IndexRow", "index_rows", "write_index"]
+__all__ = ["INDEX_FILE", "IndexRow", "index_rows", "write_index"]
+
+INDEX_FILE = "index.html"
 
 LABELS = {True: ("valid", "valid"), False: ("invalid", "INVALID"),
           "unknown": ("unknown", "unknown"), None: ("none", "no results")}
@@ -37,9 +42,9 @@ class IndexRow:
     has_report: bool
 
 
-def _results(folder: Path) -> dict[str, Any] | None:
+def _results(path: Path) -> dict[str, Any] | None:
     try:
-        body = json.loads((folder / RESULTS_FILE).read_text(encoding="utf-8"))
+        body = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return None
     return body if isinstance(body, dict) else None
@@ -56,26 +61,25 @@ def _counts(results: dict[str, Any] | None) -> dict[str, int]:
     return dict(sorted(counts.items()))
 
 
-def index_rows(store: Path) -> list[IndexRow]:
-    """The runs of a store, newest first."""
+def index_rows(runs: Iterable[RunFiles]) -> list[IndexRow]:
+    """The rows of the runs that have a start time, newest first."""
     rows = []
-    for test in sorted(p for p in store.iterdir() if p.is_dir() and not p.is_symlink()):
-        for folder in test.iterdir():
-            started = run_started(folder.name)
-            if folder.is_symlink() or not folder.is_dir() or started is None:
-                continue
-            results = _results(folder)
-            rows.append(IndexRow(test.name, folder.name, started,
-                                 verdict_of(results), _counts(results),
-                                 (folder / REPORT_FILE).is_file()))
+    for files in runs:
+        if files.started is None:
+            continue
+        results = _results(files.results)
+        rows.append(IndexRow(files.test_name, files.directory.name, files.started,
+                             verdict_of(results), _counts(results),
+                             (files.directory / REPORT_FILE).is_file()))
     rows.sort(key=lambda r: (r.started, r.test), reverse=True)
     return rows
 
 
-def write_index(store: str | Path) -> Path:
-    """Write `index.html` at the top of the store and return its path."""
+def write_index(store: str | Path, runs: Iterable[RunFiles]) -> Path:
+    """Write `index.html` at the top of the store, listing `runs` (the store's, from
+    `harness.store.stored_runs`), and return its path."""
     store = Path(store)
-    rows = index_rows(store)
+    rows = index_rows(runs)
     verdicts = Counter(LABELS.get(r.verdict, LABELS["unknown"])[1] for r in rows)
     summary = (f"{len(rows)} runs: " + ", ".join(f"{n} {label}" for label, n in
                                                 verdicts.most_common())) if rows else "no runs"

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from reports.html import Markup, element, facts, join, link, render, table, trusted
-from reports.layout import REPORT_FILE
+from reports.report import REPORT_FILE
 
 __all__ = ["SUMMARY_FILE", "describe_expectation", "write_night_page"]
 

@@ -20,16 +20,17 @@ from typing import Any
 
 from reports.groups import GroupTimeline, group_section, group_timelines, write_group_plots
 from reports.html import Markup, element, join, link, render, table, trusted
-from reports.layout import LOG_FILE, REPORT_FILE, run_started
 from reports.linearizability import counterexamples, render_counterexamples
 from reports.logs import LogView, write_log_views
 from reports.plots import Plot, Span, client_spans, write_plots
-from reports.run import Run, load_run, nemesis_periods
+from reports.run import Run, RunFiles, load_run, nemesis_periods
 from reports.summary import headline
 from reports.timeline import write_timeline
 from reports.transactions import TransactionsView, transactions_section, transactions_view
 
-__all__ = ["Report", "verdict_label", "write_report"]
+__all__ = ["REPORT_FILE", "Report", "verdict_label", "write_report"]
+
+REPORT_FILE = "report.html"
 
 NS = 1e9
 LOSS_KINDS = ("lost-write", "unseen", "lost-acknowledged", "lost-allowed-by-configuration")
@@ -53,9 +54,9 @@ def verdict_label(verdict: bool | str | None) -> str:
     return VERDICTS.get(verdict, VERDICTS["unknown"])[1]
 
 
-def write_report(run_dir: str | Path) -> Report:
+def write_report(files: RunFiles) -> Report:
     """Render `report.html`, `timeline.html`, the plots and the log views of a run folder."""
-    run = load_run(run_dir)
+    run = load_run(files)
     spans = client_spans(run.ops)
     plots = write_plots(run, run.directory, spans)
     groups = group_timelines(run.ops)
@@ -142,7 +143,7 @@ class _Page:
 
     def _subtitle(self) -> str:
         run = self.run
-        started = run_started(run.directory.name)
+        started = run.files.started
         clients = len(self.spans)
         end = max((op.time for op in run.ops), default=0) / NS
         parts = [run.name, f"run {run.directory.name}"]
@@ -386,8 +387,8 @@ class _Page:
                                                  log.as_posix()),
                                      " · ", link(log.as_posix(), "raw")))
             rows.append([node, join(cells)])
-        log = self.run.directory / LOG_FILE
-        harness = element("p", link(LOG_FILE, f"harness log ({LOG_FILE})")) if log.is_file() \
+        log = self.run.files.log
+        harness = element("p", link(log.name, f"harness log ({log.name})")) if log.is_file() \
             else Markup("")
         return join([harness, table(["node", "logs"], rows)])
 

@@ -3,7 +3,8 @@
 Binds 127.0.0.1 unless told otherwise. A request path is decoded once, and
 refused (404) when any segment is `..` or `.`, holds a NUL or a backslash, or
 when the real path it names (symlinks resolved) is outside the store. The
-index is regenerated whenever it is asked for.
+index is regenerated (by the `index` function the server is given: the store's,
+`harness.store.index_store`) whenever it is asked for.
 """
 
 from __future__ import annotations
@@ -11,12 +12,11 @@ from __future__ import annotations
 import os
 import posixpath
 import urllib.parse
+from collections.abc import Callable
 from functools import partial
 from http import HTTPStatus
 from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-
-from reports.index import write_index
 
 __all__ = ["DEFAULT_HOST", "DEFAULT_PORT", "StoreHandler", "inside_store", "make_server"]
 
@@ -41,8 +41,10 @@ def inside_store(store: Path, url_path: str) -> Path | None:
 class StoreHandler(SimpleHTTPRequestHandler):
     """Serves one store directory; nothing outside it, no uploads."""
 
-    def __init__(self, *args, store: Path, quiet: bool = False, **kwargs) -> None:
+    def __init__(self, *args, store: Path, index: Callable[[Path], Path], quiet: bool = False,
+                 **kwargs) -> None:
         self.store = store
+        self.index = index
         self.quiet = quiet
         super().__init__(*args, directory=str(store), **kwargs)
 
@@ -55,7 +57,7 @@ class StoreHandler(SimpleHTTPRequestHandler):
     def send_head(self):
         path = self.path.split("?", 1)[0]
         if posixpath.normpath(urllib.parse.unquote(path)) in ("/", "/index.html"):
-            write_index(self.store)
+            self.index(self.store)
         if not self.translate_path(self.path):
             self.send_error(HTTPStatus.NOT_FOUND, "Not found")
             return None
@@ -66,11 +68,13 @@ class StoreHandler(SimpleHTTPRequestHandler):
             super().log_message(format, *args)
 
 
-def make_server(store: str | Path, host: str = DEFAULT_HOST, port: int = DEFAULT_PORT,
-                quiet: bool = False) -> ThreadingHTTPServer:
-    """A server for `store` (not yet serving: call `serve_forever`)."""
+def make_server(store: str | Path, index: Callable[[Path], Path], host: str = DEFAULT_HOST,
+                port: int = DEFAULT_PORT, quiet: bool = False) -> ThreadingHTTPServer:
+    """A server for `store` whose index page `index(store)` writes (not yet serving: call
+    `serve_forever`)."""
     store = Path(store).resolve()
     if not store.is_dir():
         raise FileNotFoundError(f"{store}: no such store directory")
-    write_index(store)
-    return ThreadingHTTPServer((host, port), partial(StoreHandler, store=store, quiet=quiet))
+    index(store)
+    return ThreadingHTTPServer((host, port), partial(StoreHandler, store=store, index=index,
+                                                     quiet=quiet))

@@ -14,11 +14,11 @@ from typing import Any
 
 from checker.history import NEMESIS, Op
 from reports.html import Markup, element, join, render, trusted
-from reports.layout import TIMELINE_FILE
 from reports.plots import Span
 
-__all__ = ["MAX_OPS", "describe_op", "write_timeline"]
+__all__ = ["MAX_OPS", "TIMELINE_FILE", "describe_op", "write_timeline"]
 
+TIMELINE_FILE = "timeline.html"
 MAX_OPS = 10_000
 COLUMN = 120
 GAP = 6

@@ -104,3 +104,123 @@ def test_the_runner_knows_no_db_workload_or_option_internals():
     assert not {n for n in names if n.startswith(("harness.db.kchaos", "harness.db.cluster",
                                                   "harness.db.registry", "workloads.queue",
                                                   "harness.config"))}
+
+
+def module_name(path: Path) -> str:
+    parts = path.relative_to(ROOT).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def import_graph() -> dict[str, set[str]]:
+    """module -> the modules of PACKAGES it imports, lazy (function-level) and
+    type-checking imports included: `import a.b` names the longest known module of `a.b`,
+    `from a import b` the module `a.b` when there is one, else `a`."""
+    paths = {module_name(path): path for package in PACKAGES for path in modules(package)}
+
+    def known(name: str) -> str | None:
+        parts = name.split(".")
+        for end in range(len(parts), 0, -1):
+            if ".".join(parts[:end]) in paths:
+                return ".".join(parts[:end])
+        return None
+
+    graph = {}
+    for name, path in paths.items():
+        package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+        targets = set()
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.Import):
+                targets.update(known(alias.name) for alias in node.names)
+            elif isinstance(node, ast.ImportFrom):
+                base = node.module or ""
+                if node.level:
+                    parent = package.split(".")[: len(package.split(".")) - node.level + 1]
+                    base = ".".join(parent + ([node.module] if node.module else []))
+                for alias in node.names:
+                    targets.add(f"{base}.{alias.name}" if f"{base}.{alias.name}" in paths
+                                else known(base))
+        graph[name] = targets - {name, None}
+    return graph
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """One import circle (a -> b -> ... -> a) per strongly connected set of modules."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    components: list[set[str]] = []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        on_stack.add(node)
+        for target in sorted(graph[node]):
+            if target not in index:
+                visit(target)
+                low[node] = min(low[node], low[target])
+            elif target in on_stack:
+                low[node] = min(low[node], index[target])
+        if low[node] == index[node]:
+            component = set()
+            while True:
+                member = stack.pop()
+                on_stack.discard(member)
+                component.add(member)
+                if member == node:
+                    break
+            if len(component) > 1:
+                components.append(component)
+
+    sys.setrecursionlimit(max(sys.getrecursionlimit(), 10_000))
+    for node in sorted(graph):
+        if node not in index:
+            visit(node)
+    return [circle_in(graph, component) for component in components]
+
+
+def circle_in(graph: dict[str, set[str]], component: set[str]) -> list[str]:
+    """A shortest path from the component's first module back to itself, inside it."""
+    start = min(component)
+    paths = {start: [start]}
+    frontier = [start]
+    while frontier:
+        following = []
+        for node in frontier:
+            for target in sorted(graph[node] & component):
+                if target == start:
+                    return paths[node] + [start]
+                if target not in paths:
+                    paths[target] = paths[node] + [target]
+                    following.append(target)
+        frontier = following
+    return sorted(component)
+
+
+def test_the_cycle_finder_names_a_circle():
+    graph = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}
+    assert cycles(graph) == [["a", "b", "c", "a"]]
+    assert cycles({"a": {"b"}, "b": set()}) == []
+
+
+def test_no_import_cycles():
+    found = cycles(import_graph())
+    assert not found, "import cycles: " + "; ".join(" -> ".join(c) for c in found)
+
+
+def test_workload_families_import_one_way():
+    """core <- groups <- kafka <- queue, transfer <- registry: a family imports only those
+    to its left (and itself)."""
+    below = {"core": set(), "groups": {"core"}, "kafka": {"core", "groups"},
+             "queue": {"core", "groups", "kafka"},
+             "transfer": {"core", "groups", "kafka", "queue"}}
+    for path in modules("workloads"):
+        parts = path.relative_to(ROOT / "workloads").with_suffix("").parts
+        family = parts[0]
+        if family not in below:
+            continue
+        for name in imports_of(path):
+            inner = name.split(".")[1:2]
+            if top(name) == "workloads" and inner and inner[0] in below:
+                assert inner[0] in below[family] | {family}, \
+                    f"{path.relative_to(ROOT)} imports {name}"

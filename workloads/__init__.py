@@ -1,23 +1,7 @@
-"""Kafka clients that record histories, their generators and the interpreter."""
+"""Clients that record histories, their generators and the workloads built of them.
 
-from workloads.client import Client, ClientOptions, outcome, validate
-from workloads.part import Workload, WorkloadContext, WorkloadKind
-from workloads.queue import QueueOptions, client_factory, queue_workload
-from workloads.worker import Interpreter, Nemesis, NoopNemesis, Progress
-
-__all__ = [
-    "Client",
-    "ClientOptions",
-    "Interpreter",
-    "Nemesis",
-    "NoopNemesis",
-    "Progress",
-    "QueueOptions",
-    "Workload",
-    "WorkloadContext",
-    "WorkloadKind",
-    "client_factory",
-    "outcome",
-    "queue_workload",
-    "validate",
-]
+`core` is what every workload shares (the client protocol, the worker, generators, final
+reads, the `workload` part); `kafka` holds the Kafka client adapters and how their errors
+are classified; `groups` runs consumer-group members in child processes; `queue` and
+`transfer` are the workloads, named in `registry`.
+"""

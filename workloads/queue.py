@@ -12,7 +12,7 @@ subscribe in consumer groups instead: client thread t is a member of group
 g{t mod groups}, each process runs its consumer in a child process, commits follow
 `commit` (auto, after-process, before-process), crashes close or abandon the member, and
 the final phase adds group polls, closes and `committed` reads before the drain
-(`workloads.group_ops`). The workload then also needs the `groups` checker, and exposes
+(`workloads.groups.ops`). The workload then also needs the `groups` checker, and exposes
 `consumer_pids()`, `groups()` and `topic` for nemeses that pause consumers.
 
 With `txn` (confluent client, assign mode, acks=all) the sends and polls
@@ -30,11 +30,13 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from workloads import final, group_ops
-from workloads import generator as gen
-from workloads.client import Client, ClientOptions, drain_idle_polls
-from workloads.group_consumer import COMMIT_MODES
-from workloads.part import Workload, WorkloadContext, WorkloadKind
+from workloads.core import final
+from workloads.core import generator as gen
+from workloads.core.client import Client
+from workloads.core.part import Workload, WorkloadContext, WorkloadKind
+from workloads.groups import ops as group_ops
+from workloads.groups.consumer import COMMIT_MODES
+from workloads.kafka.client import ClientOptions, drain_idle_polls
 
 __all__ = ["ACKS", "CHECKERS", "CLIENTS", "COMMIT_MODES", "ISOLATION_LEVELS", "KIND",
            "QueueOptions", "SUB_VIA", "SendGenerator", "TxnGenerator", "checkers",
@@ -203,10 +205,10 @@ def checkers(options: QueueOptions) -> tuple[str, ...]:
 def client_factory(name: str, options: ClientOptions) -> Client:
     """The unopened client of adapter `name` ("confluent" or "kafka-python")."""
     if name == "confluent":
-        from workloads.kafka_confluent import ConfluentClient
+        from workloads.kafka.confluent import ConfluentClient
         return ConfluentClient(options)
     if name in ("kafka-python", "kafka_python"):
-        from workloads.kafka_python import KafkaPythonClient
+        from workloads.kafka.kafka_python import KafkaPythonClient
         return KafkaPythonClient(options)
     raise ValueError(f"unknown client {name!r}; known: {', '.join(CLIENTS)}")
 

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from workloads import queue, transfer
-from workloads.part import WorkloadKind
+from workloads import queue
+from workloads.core.part import WorkloadKind
+from workloads.transfer import workload as transfer
 
 __all__ = ["WORKLOADS"]
 

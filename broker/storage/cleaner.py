@@ -34,11 +34,7 @@ whose codec is not installed. Markers and transactional data are therefore never
 (Kafka removes aborted data and, later, markers; we keep both), so every aborted-transaction
 entry stays true: a group's `.txnindex` is the concatenation of its segments' entries.
 
-Crash safety: `complete_interrupted_swaps` runs before a log is opened. A `.swap` file is
-complete by construction (fsynced before the rename), so the swap is finished: the segments
-whose base offset lies inside its range are deleted, its offset and transaction indexes are
-dropped (recovery rebuilds both) and it takes the place of its first segment. Leftover
-`.cleaned` files are deleted by the log's stray-file sweep; the old segments are intact.
+Crash safety: a log being opened finishes the swaps a crash interrupted (swaps.py).
 """
 
 from __future__ import annotations
@@ -81,10 +77,10 @@ from .records import (
     MIN_BATCH_LENGTH,
     TIMESTAMP_TYPE_MASK,
     TRANSACTIONAL_MASK,
-    scan,
 )
-from .segment import MAX_RELATIVE_OFFSET, LogSegment, log_file_name, parse_base_offset
-from .txn_index import AbortedTxn, TransactionIndex, txn_index_path
+from .segment import MAX_RELATIVE_OFFSET, LogSegment
+from .swaps import CLEANED_SUFFIX, SWAP_SUFFIX
+from .txn_index import AbortedTxn, TransactionIndex
 
 if TYPE_CHECKING:
     from .log import PartitionLog
@@ -97,7 +93,6 @@ __all__ = [
     "clean_log",
     "clean_log_async",
     "cleanup_policy",
-    "complete_interrupted_swaps",
     "install",
     "plan_cleaning",
     "write_cleaned",
@@ -106,8 +101,6 @@ __all__ = [
 logger = logging.getLogger("broker.cleaner")
 
 OFFSETS_TOPIC = "__consumer_offsets"
-CLEANED_SUFFIX = ".cleaned"
-SWAP_SUFFIX = ".swap"
 CRC = struct.Struct(">I")
 CRC_POS = MAGIC_POS + 1
 READ_CHUNK = 1 << 20
@@ -553,28 +546,6 @@ def swap_in(group: list[Source], output: Cleaned, index_interval_bytes: int,
     segment, _ = LogSegment.open(directory, output.base_offset, index_interval_bytes, False,
                                  lambda _: None)
     return segment
-
-
-def complete_interrupted_swaps(directory: Path) -> None:
-    """Finish every swap a crash interrupted (see the module docstring)."""
-    swaps = sorted(directory.glob(f"*.log{SWAP_SUFFIX}"))
-    for swap in swaps:
-        base = parse_base_offset(swap.name.removesuffix(SWAP_SUFFIX))
-        if base is None:
-            continue
-        headers = scan(swap.read_bytes(), verify_crc=False, partial_tail_ok=True)
-        end = headers[-1][1][H_BASE] + headers[-1][1][H_DELTA] + 1 if headers else base
-        for path in directory.glob("*.log"):
-            other = parse_base_offset(path.name)
-            if other is not None and base < other < end:
-                LogSegment.remove_files(directory, other)
-        (directory / f"{base:020d}.index").unlink(missing_ok=True)
-        (directory / f"{base:020d}.index{SWAP_SUFFIX}").unlink(missing_ok=True)
-        txn_index_path(directory, base).unlink(missing_ok=True)
-        (directory / f"{base:020d}.txnindex{SWAP_SUFFIX}").unlink(missing_ok=True)
-        os.replace(swap, directory / log_file_name(base))
-    if swaps:
-        fsync_dir(directory)
 
 
 # -- entry points ---------------------------------------------------------------------------

@@ -12,7 +12,6 @@ from pathlib import Path
 from kafka.record import MemoryRecords
 
 from .checkpoints import fsync_dir
-from .cleaner import CleanerConfig, CleaningResult, clean_log, complete_interrupted_swaps
 from .epoch_cache import LeaderEpochCache
 from .errors import (
     DuplicateSequenceError,
@@ -41,10 +40,11 @@ from .records import (
     scan,
 )
 from .segment import MAX_RELATIVE_OFFSET, LogSegment, parse_base_offset
+from .swaps import CLEANED_SUFFIX, SWAP_SUFFIX, complete_interrupted_swaps
 
 __all__ = ["AppendInfo", "LogConfig", "PartitionLog"]
 
-STRAY_SUFFIXES = (".tmp", ".deleted", ".cleaned", ".swap")
+STRAY_SUFFIXES = (".tmp", ".deleted", CLEANED_SUFFIX, SWAP_SUFFIX)
 
 
 @dataclass(frozen=True)
@@ -92,8 +92,8 @@ class PartitionLog:
     recovery keeps `producer_state` (producer_state.py) in step with the batches; a snapshot
     of it is written at each roll and on flush and close, and opening or truncating loads
     the latest one below the log end and replays the batch headers after it. An abort
-    marker adds an entry to its segment's aborted-transaction index. Compaction (`clean`,
-    see cleaner.py) rewrites closed segments and swaps them in under the lock;
+    marker adds an entry to its segment's aborted-transaction index. Compaction (cleaner.py,
+    which works on a log) rewrites closed segments and swaps them in under the lock;
     `first_dirty_offset` is where the last cleaning round ended.
     """
 
@@ -499,12 +499,6 @@ class PartitionLog:
         return count
 
     # -- compaction -----------------------------------------------------------------------
-
-    def clean(self, high_watermark: int | None = None, config: CleanerConfig | None = None,
-              now_ms: int | None = None) -> CleaningResult | None:
-        """One compaction round over the closed segments below `high_watermark` (default:
-        the log end offset), synchronously; None if there was nothing to clean."""
-        return clean_log(self, high_watermark, config, now_ms)
 
     def replace_segments(self, old: list[LogSegment], new: LogSegment) -> None:
         """Put `new` where the consecutive segments `old` were (the cleaner's swap; the

@@ -20,7 +20,7 @@ from harness import exit_codes
 from harness.config import ConfigError
 from harness.db.kchaos import KchaosOptions
 from harness.options import Declared, add_arguments, declared, layered
-from reports.layout import resolve_run
+from harness.store import resolve_run
 from reports.summary import headline, summary_lines
 from workloads.registry import WORKLOADS
 

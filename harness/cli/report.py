@@ -7,8 +7,7 @@ import sys
 from pathlib import Path
 
 from harness import exit_codes
-from reports.index import write_index
-from reports.layout import RUN_FOLDER, resolve_run
+from harness.store import RUN_FOLDER, index_store, resolve_run, run_files
 from reports.report import verdict_label, write_report
 
 __all__ = ["add_commands"]
@@ -31,12 +30,12 @@ def _store_of(run: Path) -> Path | None:
 def _report(args: argparse.Namespace) -> int:
     try:
         run = resolve_run(args.store_dir)
-        report = write_report(run)
+        report = write_report(run_files(run))
     except OSError as error:
         print(f"kchaos: {error}", file=sys.stderr)
         return exit_codes.ERROR
     print(f"{verdict_label(report.verdict)}: wrote {report.path} and {len(report.plots)} plots")
     store = _store_of(run)
     if store is not None:
-        print(f"index: {write_index(store)}")
+        print(f"index: {index_store(store)}")
     return 0

@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 from harness import exit_codes
+from harness.store import index_store
 from reports.server import DEFAULT_HOST, DEFAULT_PORT, make_server
 
 __all__ = ["add_commands"]
@@ -24,7 +25,7 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
 
 def _serve(args: argparse.Namespace) -> int:
     try:
-        server = make_server(args.store, args.host, args.port)
+        server = make_server(args.store, index_store, args.host, args.port)
     except OSError as error:
         print(f"kchaos: {error}", file=sys.stderr)
         return exit_codes.ERROR

@@ -23,6 +23,8 @@ import contextlib
 import json
 import logging
 import struct
+import subprocess
+import sys
 import tempfile
 import time
 from collections.abc import Mapping, Sequence
@@ -42,12 +44,11 @@ from harness.db.coordinator import (
 )
 from harness.db.files import fetch
 from harness.db.launchers import launcher_from_json
-from harness.db.reaper import start_reaper
 from harness.db.znodes import ZK_TIMEOUT, parse_partition_state, read_snapshot, state_path
 from harness.db.zookeeper import ZooKeeperEnsemble, ZooKeeperSettings
 from nemesis.capabilities import PartitionState, Snapshot
 
-__all__ = ["Cluster", "ClusterSpec", "down"]
+__all__ = ["Cluster", "ClusterSpec", "down", "start_reaper"]
 
 CLUSTER_FILE = "cluster.json"
 log = logging.getLogger(__name__)
@@ -434,6 +435,16 @@ class Cluster:
                           "role": "+".join(roles), "pids": pids})
         return {"prefix": self.prefix, "bootstrap_servers": self.bootstrap_servers,
                 "zookeeper_connect": self.zookeeper_connect, "nodes": nodes}
+
+
+def start_reaper(prefix: str, state_root: Path) -> int:
+    """Start the reaper of run `prefix` (`python -m harness.db.reaper`) in its own session;
+    returns its pid."""
+    with open(state_root / f"{prefix}.reaper.log", "ab") as out:
+        reaper = subprocess.Popen(
+            [sys.executable, "-m", "harness.db.reaper", prefix, str(state_root)],
+            stdin=subprocess.DEVNULL, stdout=out, stderr=out, start_new_session=True)
+    return reaper.pid
 
 
 def down(prefix: str | None = None, state_root: Path | None = None,

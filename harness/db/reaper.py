@@ -3,6 +3,9 @@ when its owner (the harness) dies without doing so, e.g. after `kill -9` of `kch
 
     python -m harness.db.reaper PREFIX STATE_ROOT
 
+`Cluster.up` starts it (`harness.db.cluster.start_reaper`); it only knows how to take a
+run down (`harness.db.cluster.down`).
+
 It polls the run's record every `POLL_SECONDS`: when the record is gone (a normal
 teardown) or released (`kchaos cluster up` left the cluster to the user), it exits; when
 the recorded owner no longer runs, it does what `kchaos cluster down --run PREFIX` does, on
@@ -13,27 +16,18 @@ from __future__ import annotations
 
 import json
 import logging
-import subprocess
 import sys
 import time
 from pathlib import Path
 
 from harness.control.backends import RECORD_FILES
 from harness.control.runstate import owner_alive
+from harness.db.cluster import down
 
-__all__ = ["POLL_SECONDS", "start_reaper", "watch"]
+__all__ = ["POLL_SECONDS", "main", "watch"]
 
 POLL_SECONDS = 0.5
 log = logging.getLogger(__name__)
-
-
-def start_reaper(prefix: str, state_root: Path) -> int:
-    """Start the reaper of run `prefix` in its own session; returns its pid."""
-    with open(state_root / f"{prefix}.reaper.log", "ab") as out:
-        reaper = subprocess.Popen(
-            [sys.executable, "-m", "harness.db.reaper", prefix, str(state_root)],
-            stdin=subprocess.DEVNULL, stdout=out, stderr=out, start_new_session=True)
-    return reaper.pid
 
 
 def _owner(state_dir: Path) -> tuple[bool, dict | None]:
@@ -51,8 +45,6 @@ def _owner(state_dir: Path) -> tuple[bool, dict | None]:
 def watch(prefix: str, state_root: Path, poll: float = POLL_SECONDS) -> bool:
     """Wait until the run is gone or released (False), or its owner died (then take the run
     down and return True)."""
-    from harness.db.cluster import down
-
     while True:
         recorded, owner = _owner(state_root / prefix)
         if not recorded or owner is None:

@@ -33,7 +33,7 @@ from harness.nightly.state import (
     new_night,
 )
 from harness.nightly.verdicts import CellOutcome, cell_outcome, run_facts, run_meets
-from reports.layout import RESULTS_FILE
+from harness.store import RESULTS_FILE, index_store
 
 __all__ = ["JUNIT_FILE", "NightOptions", "evaluate", "run_night"]
 
@@ -178,7 +178,6 @@ def evaluate(night: Night, cells: dict[str, Cell]) -> dict[str, CellOutcome]:
 
 def _write_outputs(night: Night, plan: Plan, cells: dict[str, Cell],
                    outcomes: dict[str, CellOutcome], store: Path, out: TextIO) -> int:
-    from reports import write_index
     from reports.night import write_night_page
 
     junit = write_junit(night.folder / JUNIT_FILE,
@@ -186,7 +185,7 @@ def _write_outputs(night: Night, plan: Plan, cells: dict[str, Cell],
                         outcomes)
     page = write_night_page(night.folder, night.state)
     try:
-        write_index(store)
+        index_store(store)
     except Exception as error:  # the index is a convenience; the night's verdict stands
         print(f"kchaos nightly: the store index could not be written: {error}", file=out)
     width = max(len(name) for name in cells)

@@ -39,7 +39,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.nightly.plan import Cell, Expectation
-from reports.layout import HISTORY_FILE, RESULTS_FILE
+from harness.store import HISTORY_FILE, RESULTS_FILE
 from reports.summary import headline
 
 __all__ = ["CellOutcome", "RunFacts", "attributed", "cell_outcome", "expected_found",

@@ -20,7 +20,13 @@ from broker.storage import (
     cleanup_policy,
     iter_batch_headers,
 )
-from broker.storage.cleaner import clean_log_async, install, plan_cleaning, write_cleaned
+from broker.storage.cleaner import (
+    clean_log,
+    clean_log_async,
+    install,
+    plan_cleaning,
+    write_cleaned,
+)
 from broker.storage.index import OffsetIndex
 from tests.support.batches import BASE_TIME, GZIP
 
@@ -91,7 +97,7 @@ def three_segments(log: PartitionLog) -> None:
 def test_latest_value_of_each_key_stays_at_its_offset_and_older_ones_go(tmp_path):
     log = open_log(tmp_path)
     three_segments(log)
-    result = log.clean(config=EAGER)
+    result = clean_log(log, config=EAGER)
     assert result is not None
     assert (result.segments_before, result.segments_after, result.end_offset) == (2, 1, 5)
     assert (result.records_before, result.records_after) == (5, 3)
@@ -106,12 +112,12 @@ def test_latest_value_of_each_key_stays_at_its_offset_and_older_ones_go(tmp_path
 def test_nothing_dirty_means_no_round_and_the_ratio_is_honoured(tmp_path):
     log = open_log(tmp_path)
     three_segments(log)
-    assert log.clean(config=CleanerConfig(min_cleanable_ratio=1.0)) is not None
-    assert log.clean(config=EAGER) is None, "everything cleanable is clean"
+    assert clean_log(log, config=CleanerConfig(min_cleanable_ratio=1.0)) is not None
+    assert clean_log(log, config=EAGER) is None, "everything cleanable is clean"
     put(log, (b"k4", b"d0"))
     log.roll()
-    assert log.clean(config=CleanerConfig(min_cleanable_ratio=0.9)) is None
-    assert log.clean(config=CleanerConfig(min_cleanable_ratio=0.1)) is not None
+    assert clean_log(log, config=CleanerConfig(min_cleanable_ratio=0.9)) is None
+    assert clean_log(log, config=CleanerConfig(min_cleanable_ratio=0.1)) is not None
 
 
 def test_keyless_records_are_kept(tmp_path):
@@ -120,7 +126,7 @@ def test_keyless_records_are_kept(tmp_path):
     put(log, (b"k", b"v1"), (None, b"x2"))
     log.roll()
     put(log, (None, b"active"))
-    log.clean(config=EAGER)
+    clean_log(log, config=EAGER)
     assert everything(log) == [(0, None, b"x0"), (2, None, b"x1"), (3, b"k", b"v1"),
                                (4, None, b"x2"), (5, None, b"active")]
 
@@ -132,10 +138,10 @@ def test_tombstones_stay_for_delete_retention_ms_then_go(tmp_path):
     log.roll()
     put(log, (b"other", b"v"))
     config = CleanerConfig(delete_retention_ms=60_000, min_cleanable_ratio=0.0)
-    log.clean(config=config, now_ms=BASE_TIME + 59_000)
+    clean_log(log, config=config, now_ms=BASE_TIME + 59_000)
     assert everything(log) == [(1, b"kept", b"v"), (2, b"gone", None), (3, b"other", b"v")]
     log.roll()
-    log.clean(config=config, now_ms=BASE_TIME + 61_000)
+    clean_log(log, config=config, now_ms=BASE_TIME + 61_000)
     assert everything(log) == [(1, b"kept", b"v"), (3, b"other", b"v")]
 
 
@@ -150,20 +156,20 @@ def test_active_segment_and_segments_reaching_the_high_watermark_are_untouched(t
     put(log, (b"k", b"v4"))
     put(log, (b"k", b"v5"))
     before = seg_files(log)
-    assert log.clean(high_watermark=3, config=EAGER) is not None
+    assert clean_log(log, high_watermark=3, config=EAGER) is not None
     after = seg_files(log)
     assert after[f"{2:020d}.log"] == before[f"{2:020d}.log"], "holds offset 3, above the HW"
     assert after[f"{4:020d}.log"] == before[f"{4:020d}.log"], "the active segment"
     assert after[f"{0:020d}.log"] != before[f"{0:020d}.log"]
     assert everything(log) == [(1, b"k", b"v1"), (2, b"k", b"v2"), (3, b"k", b"v3"),
                                (4, b"k", b"v4"), (5, b"k", b"v5")]
-    assert log.clean(high_watermark=1, config=EAGER) is None, "no segment wholly below"
+    assert clean_log(log, high_watermark=1, config=EAGER) is None, "no segment wholly below"
 
 
 def test_reads_from_any_offset_after_cleaning(tmp_path):
     log = open_log(tmp_path)
     three_segments(log)
-    log.clean(config=EAGER)
+    clean_log(log, config=EAGER)
     for offset in (0, 1):
         assert content(log.read(offset, 1))[0] == (2, b"k1", b"a1"), "the next surviving batch"
     assert content(log.read(3, 1)) == [(3, b"k3", b"c0"), (4, b"k2", b"b1")]
@@ -180,7 +186,7 @@ def test_index_after_cleaning_matches_a_rebuild_and_finds_every_offset(tmp_path)
         if round_ % 10 == 9:
             log.roll()
     put(log, (b"last", b"v"))
-    log.clean(config=EAGER)
+    clean_log(log, config=EAGER)
     segment = log.segments[0]
     assert len(segment.index) > 1
     survivors = everything(log)
@@ -200,7 +206,7 @@ def test_index_after_cleaning_matches_a_rebuild_and_finds_every_offset(tmp_path)
 def test_reopened_log_after_cleaning_has_the_same_content(tmp_path):
     log = open_log(tmp_path)
     three_segments(log)
-    log.clean(config=EAGER)
+    clean_log(log, config=EAGER)
     cleaned, end, segments = everything(log), log.log_end_offset, len(log.segments)
     log.close()
     for recovery_point in (end, 0):
@@ -218,7 +224,7 @@ def test_each_cleaned_segment_still_ends_where_the_next_begins(tmp_path):
     log.roll()
     put(log, (b"k", b"v2"))
     log.roll()
-    log.clean(config=CleanerConfig(min_cleanable_ratio=0.0, max_segment_bytes=1))
+    clean_log(log, config=CleanerConfig(min_cleanable_ratio=0.0, max_segment_bytes=1))
     assert [s.base_offset for s in log.segments] == [0, 1, 2, 3]
     assert [s.next_offset for s in log.segments[:-1]] == [1, 2, 3]
     headers = list(iter_batch_headers(log.read(0, 1 << 20)))
@@ -232,7 +238,7 @@ def test_small_segments_merge_up_to_segment_bytes(tmp_path):
         put(log, (b"k%d" % i, b"v" * 40))
         log.roll()
     size = log.segments[0].size
-    log.clean(config=CleanerConfig(min_cleanable_ratio=0.0, max_segment_bytes=2 * size))
+    clean_log(log, config=CleanerConfig(min_cleanable_ratio=0.0, max_segment_bytes=2 * size))
     assert [s.base_offset for s in log.segments] == [0, 2, 4, 6]
     assert [o for o, _, _ in everything(log)] == list(range(6))
 
@@ -246,7 +252,7 @@ def test_last_batch_of_each_producer_survives_empty(tmp_path):
     put(log, (b"k1", b"a1"), (b"k2", b"b1"))
     put(log, (b"k9", b"z"))
     log.roll()
-    log.clean(config=EAGER)
+    clean_log(log, config=EAGER)
     headers = list(iter_batch_headers(log.read(0, 1 << 20), verify_crc=True))
     empty = headers[0]
     assert (empty.base_offset, empty.last_offset, empty.record_count) == (1, 2, 0)
@@ -266,7 +272,7 @@ def test_compressed_batches_are_filtered_and_written_uncompressed(tmp_path):
     untouched = log.read(4, 1 << 20)
     log.roll()
     put(log, (b"k6", b"v"))
-    log.clean(config=EAGER)
+    clean_log(log, config=EAGER)
     headers = list(iter_batch_headers(log.read(0, 1 << 20), verify_crc=True))
     first = headers[0]
     assert (first.base_offset, first.last_offset_delta, first.record_count) == (0, 2, 2)
@@ -286,7 +292,7 @@ def test_transactional_and_control_batches_are_kept_whole(tmp_path):
     put(log, (b"other", b"v"))
     log.roll()
     put(log, (b"active", b"v"))
-    log.clean(config=EAGER)
+    clean_log(log, config=EAGER)
     kept = everything(log)
     assert [(o, v) for o, _, v in kept] == [(0, b"plain0"), (1, b"txn"), (2, b"marker"),
                                             (3, b"v"), (4, b"v")]
@@ -388,7 +394,7 @@ def test_replica_manager_cleans_compacted_topics_and_spares_them_from_retention(
 def test_a_follower_replicates_a_cleaned_log_across_its_gaps(tmp_path):
     leader = open_log(tmp_path)
     three_segments(leader)
-    leader.clean(config=EAGER)
+    clean_log(leader, config=EAGER)
     follower = PartitionLog.open(tmp_path / "follower-0", LogConfig())
     while follower.log_end_offset < leader.log_end_offset:
         follower.append_as_follower(leader.read(follower.log_end_offset, 1))

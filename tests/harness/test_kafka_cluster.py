@@ -18,6 +18,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from harness.db import Cluster
 from harness.db.kafka.distribution import CACHE, DEFAULT_VERSION
 from harness.db.znodes import read_snapshot
+from harness.store import read_test
 from tests.support.cleanup import assert_nothing_left
 
 pytestmark = [
@@ -133,7 +134,7 @@ def test_a_short_kchaos_run_on_kafka_is_valid_and_keeps_its_logs(tmp_path):
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     assert "kchaos: VALID" in done.stdout
     run = (store / "latest").resolve()
-    test = json.loads((run / "test.json").read_text())
+    test = read_test(run)
     assert test["db"] == "kafka" and test["config"]["run"]["db"] == "kafka"
     assert test["broker"]["version"] == "3.9.1"
     nodes = run / "nodes"

@@ -28,7 +28,7 @@ from harness.nightly.plan import (
 )
 from harness.nightly.state import find_night, load_night, new_night
 from harness.nightly.verdicts import cell_outcome, facts_of, run_meets
-from reports.index import write_index
+from harness.store import index_store
 from reports.night import write_night_page
 from reports.trends import trend_points
 
@@ -407,7 +407,7 @@ def test_the_store_index_shows_trends_per_cell_across_nights(tmp_path):
     points = trend_points(store)
     assert [(p.night, p.met, p.anomalies, p.ops_per_s) for p in points["d.kchaos"]] == [
         ("2026-01-01", True, 5, 51.0), ("2026-01-02", False, 0, 52.0)]
-    page = write_index(store).read_text()
+    page = index_store(store).read_text()
     assert "Nightly trends" in page and "nightly/trends/d.kchaos.png" in page
     assert (store / "nightly" / "trends" / "d.kchaos.png").stat().st_size > 1000
     assert "nightly/2026-01-02/summary.html" in page

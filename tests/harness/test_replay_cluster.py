@@ -3,7 +3,6 @@ on the same roles at about the same times, and says what it replays."""
 
 from __future__ import annotations
 
-import json
 import subprocess
 import sys
 from pathlib import Path
@@ -11,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from harness.replay import schedule_of_run
+from harness.store import read_test
 from nemesis.schedule import read_schedule
 from tests.harness.test_run_end_to_end import NOTHING, leftovers
 
@@ -45,7 +45,7 @@ def test_a_replay_invokes_the_recorded_faults_on_the_same_roles_at_the_same_time
         in done.stdout
     replay_run = (store / "queue" / "latest").resolve()
     assert replay_run != source_run
-    test = json.loads((replay_run / "test.json").read_text())
+    test = read_test(replay_run)
     assert test["replay"]["run"] == str(source_run) and test["replay"]["ops"] == len(recorded)
     assert test["seed"] == 4 and test["time_limit"] == 8.0
     assert (replay_run / "results.json").is_file(), "a replay is checked"

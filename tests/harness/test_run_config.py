@@ -11,10 +11,9 @@ from harness.cli import build_parser
 from harness.config import ConfigError, TestConfig, load_config
 from harness.options import add_arguments, declared
 from harness.scenarios import SCENARIOS
-from harness.store import create_run
+from harness.store import create_run, resolve_run
 from harness.test import build_test
 from nemesis.package import expand
-from reports.layout import resolve_run
 
 
 def test_defaults_are_the_safe_configuration():
@@ -79,9 +78,9 @@ def test_the_unclean_scenario_layers_its_configuration_and_stages_its_faults():
     assert config.db.broker_config["min.insync.replicas"] == "1"
     assert config.run.time_limit == 30.0 and config.nemesis.nemesis == "none"
     scenario = SCENARIOS["unclean-2013"]
-    fs = [op["f"] for op in scenario.schedule(config)]
+    fs = [op["f"] for op in scenario.schedule(config.db.broker_config)]
     assert fs == ["start-partition", "expire-session", "stop-partition"]
-    times = [op["time"] for op in scenario.schedule(config)]
+    times = [op["time"] for op in scenario.schedule(config.db.broker_config)]
     assert times == sorted(times) and times[-1] < config.run.time_limit * 1e9
     test = build_test(config)
     assert [op["f"] for op in test.nemesis.generator] == fs

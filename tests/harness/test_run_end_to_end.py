@@ -14,6 +14,8 @@ from pathlib import Path
 
 import pytest
 
+from harness.store import read_test
+
 pytestmark = [pytest.mark.cluster, pytest.mark.timeout(400)]
 
 KCHAOS = str(Path(sys.executable).parent / "kchaos")
@@ -62,7 +64,7 @@ def test_safe_configuration_under_partition_kill_and_pause_is_valid(tmp_path):
     assert "%3|" not in done.stdout + done.stderr, "librdkafka logged to the terminal"
     assert (run / "clients.log").is_file()
     assert (run / "nodes" / "z1" / "zookeeper.log").is_file()
-    test = json.loads((run / "test.json").read_text())
+    test = read_test(run)
     assert test["seed"] == 3 and test["start_wall_ms"] > 0
     assert test["broker_config"]["min.insync.replicas"] == "2"
     ops = [json.loads(line) for line in (run / "history.jsonl").read_text().splitlines()]
@@ -125,7 +127,7 @@ def test_sigterm_tears_everything_down_and_keeps_the_history(tmp_path):
             process.wait()
     assert process.returncode == 3, output[-2000:]
     assert "interrupted" in output
-    assert json.loads((history.parent / "test.json").read_text())["final_reads"] is False
+    assert read_test(history.parent)["final_reads"] is False
     assert history.stat().st_size > 2000
     assert leftovers(store) == NOTHING
 

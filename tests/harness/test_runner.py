@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import io
 import json
+import os
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -14,12 +15,15 @@ from checker.history import load_history
 from checker.registry import composed
 from harness import exit_codes
 from harness.runner import check_run, run_test
+from harness.store import read_test
 from harness.test import Test, WorkloadPart
 from nemesis.package import package
 from tests.support.fake_cluster import FakeCluster
 from tests.support.memory_queue import MemoryClient, MemoryLog
-from workloads.client import completed
-from workloads.part import WorkloadKind
+from workloads.core.client import completed
+from workloads.core.part import WorkloadKind
+from workloads.groups.child import ConsumerChildren
+from workloads.groups.consumer import MemberConfig
 from workloads.queue import QueueOptions, queue_workload
 
 pytestmark = [pytest.mark.spark, pytest.mark.timeout(300)]
@@ -117,7 +121,10 @@ def test_a_run_of_fake_parts_is_stored_checked_and_reported(spark, tmp_path):
     assert events == ["start", "logs", "down"]
     assert test.nemesis.consumers.topic == "kchaos"  # the runner handed the workload over
     run = outcome.run_dir
-    test = json.loads((run / "test.json").read_text())
+    recorded = json.loads((run / "test.json").read_text())
+    assert "start_wall_ms" not in recorded and "final_reads" not in recorded, \
+        "test.json is the configuration, written once; progress is progress.json's"
+    test = read_test(run)
     assert test["db"] == "fake" and test["workload"] == "memory" and test["seed"] == 7
     assert test["checkers"] == ["queue", "acks"] and test["cluster_prefix"] == "kcfake"
     assert test["acks"] == "all" and "start_wall_ms" in test and test["final_reads"] is True
@@ -165,7 +172,7 @@ def test_an_interrupt_tears_the_db_down(spark, tmp_path):
     assert outcome.exit_code == exit_codes.ERROR
     assert events == ["start", "logs", "down"]
     assert "interrupted; everything torn down" in out.getvalue()
-    assert json.loads((outcome.run_dir / "test.json").read_text())["final_reads"] is False
+    assert read_test(outcome.run_dir)["final_reads"] is False
 
 
 def test_check_of_a_malformed_history_exits_3_and_leaves_no_current_looking_results(
@@ -193,6 +200,56 @@ def test_a_run_without_its_check_stores_the_history_and_logs_only(tmp_path):
     assert outcome.exit_code == exit_codes.VALID and outcome.results is None
     assert events == ["start", "logs", "down"]
     assert load_history(run / "history.jsonl") and (run / "nodes" / "n1" / "server.log").is_file()
-    assert json.loads((run / "test.json").read_text())["final_reads"] is True
+    assert read_test(run)["final_reads"] is True
     assert not (run / "results.json").exists() and not (run / "report.html").exists()
     assert "not checked (no_check" in out.getvalue()
+
+
+class ChildClient(MemoryClient):
+    """A memory client whose first ops start real consumer children (a group member of
+    confluent-kafka pointed at a loopback port nothing listens on), as a subscribe-mode
+    client does (each worker may start one); its teardown kills them, as
+    `QueueClient.teardown` does."""
+
+    children = ConsumerChildren()
+    started: list[int] = []
+
+    def invoke(self, test, op):
+        if not self.started:
+            config = MemberConfig(bootstrap_servers=("127.0.0.1:1",), topic="kchaos",
+                                  group="g0", partition_keys={0: 0})
+            child = self.children.start(config, "workloads.kafka.confluent_member")
+            self.started.append(child.pid)
+            child.request("poll", 30)  # it runs and answers
+        return super().invoke(test, op)
+
+    def teardown(self, test):
+        self.children.kill_all()
+
+
+def test_an_error_in_the_client_phase_leaves_no_client_child_process(tmp_path):
+    calls = []
+
+    def exploding(test, ctx):
+        calls.append(ctx)
+        if len(calls) > 20:
+            raise RuntimeError("the generator exploded")
+        return {"f": "send", "value": [["send", 0, len(calls)]]}
+
+    def build(options, context):
+        built = memory_workload(ChildClient).kind.build(options, context)
+        return replace(built, generator=exploding)
+
+    ChildClient.started.clear()
+    workload = WorkloadPart("memory", WorkloadKind(QueueOptions, build, ("queue",)),
+                            QueueOptions(keys=KEYS, concurrency=3, rate=200))
+    events: list[str] = []
+    out = io.StringIO()
+    outcome = run_test(fake_test(tmp_path, events, workload=workload, check=False), out=out)
+    assert outcome.exit_code == exit_codes.ERROR
+    assert "harness error: the generator exploded" in out.getvalue()
+    assert events == ["start", "logs", "down"]
+    assert ChildClient.started, "no consumer child started"
+    for pid in ChildClient.started:
+        with pytest.raises(ProcessLookupError):
+            os.kill(pid, 0)

@@ -10,6 +10,7 @@ from pathlib import Path
 from checker.checkers import compose_results
 from checker.groups import GroupsChecker
 from checker.history import load_history, write_jsonl
+from harness.store import run_files
 from reports import write_report
 from reports.groups import group_timelines
 from tests.support.group_histories import GroupBuilder
@@ -45,7 +46,7 @@ def subscribe_run(directory: Path) -> Path:
 
 def test_subscribe_history_gets_a_group_plot_and_section(tmp_path: Path) -> None:
     run = subscribe_run(tmp_path / "groups-demo" / "20250101T000000")
-    report = write_report(run)
+    report = write_report(run_files(run))
     page = report.path.read_text()
     assert report.verdict is True
     plot = run / "group-g0.png"
@@ -67,7 +68,7 @@ def test_group_timeline_reads_the_ownership(tmp_path: Path) -> None:
 def test_assign_mode_history_has_no_group_plot_or_section(tmp_path: Path) -> None:
     store = tmp_path / "store"
     shutil.copytree(FIXTURES, store, symlinks=True)
-    report = write_report(store / "queue-valid" / "latest")
+    report = write_report(run_files(store / "queue-valid" / "latest"))
     page = report.path.read_text()
     assert not list(report.path.parent.glob("group-*.png"))
     assert 'id="groups"' not in page and not any(p.file.startswith("group-")

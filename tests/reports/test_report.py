@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 
 from harness.cli import main
-from reports import write_index, write_report
+from harness.store import index_store, run_files
+from reports import write_report
 from reports.html import element, escape, render
 from reports.run import load_run, nemesis_periods
 from reports.timeline import MAX_OPS, write_timeline
@@ -38,7 +39,7 @@ def text_of(page: str) -> str:
 
 
 def test_valid_run(store: Path) -> None:
-    report = write_report(store / "queue-valid" / "latest")
+    report = write_report(run_files(store / "queue-valid" / "latest"))
     page = report.path.read_text()
     assert report.verdict is True
     assert 'class="banner valid"' in page and "VALID" in page and "no anomalies found" in page
@@ -55,15 +56,15 @@ def test_valid_run(store: Path) -> None:
 def test_the_banner_names_the_debug_knobs_a_run_used(store: Path) -> None:
     run_dir = (store / "queue-valid" / "latest").resolve()
     test = json.loads((run_dir / "test.json").read_text())
-    assert "debug knobs" not in text_of(write_report(run_dir).path.read_text())
+    assert "debug knobs" not in text_of(write_report(run_files(run_dir)).path.read_text())
     test.setdefault("broker_config", {})["kchaos.debug.ack-commit-before-replication"] = "true"
     (run_dir / "test.json").write_text(json.dumps(test))
-    text = text_of(write_report(run_dir).path.read_text())
+    text = text_of(write_report(run_files(run_dir)).path.read_text())
     assert "debug knobs (seeded defects): kchaos.debug.ack-commit-before-replication=true" in text
 
 
 def test_invalid_run_shows_every_queue_anomaly_with_witnesses(store: Path) -> None:
-    report = write_report(store / "queue-anomalies" / "latest")
+    report = write_report(run_files(store / "queue-anomalies" / "latest"))
     page = report.path.read_text()
     text = text_of(page)
     assert report.verdict is False and 'class="banner invalid"' in page
@@ -77,7 +78,7 @@ def test_invalid_run_shows_every_queue_anomaly_with_witnesses(store: Path) -> No
 
 
 def test_lost_writes_are_attributed_to_the_unclean_election(store: Path) -> None:
-    page = write_report(store / "queue-anomalies" / "latest").path.read_text()
+    page = write_report(run_files(store / "queue-anomalies" / "latest")).path.read_text()
     section = text_of(page[page.index('id="losses"'):page.index('id="anomalies"')])
     assert section.count("unclean election") == 3
     assert "kchaos-1 leader 2 → 3" in section
@@ -86,7 +87,7 @@ def test_lost_writes_are_attributed_to_the_unclean_election(store: Path) -> None
 
 def test_anomaly_links_point_into_node_logs_at_the_time(store: Path) -> None:
     run = store / "queue-anomalies" / "latest"
-    page = write_report(run).path.read_text()
+    page = write_report(run_files(run)).path.read_text()
     # Lost at ~11.4 s after the start: the server.log line stamped +12 s (line 13).
     anchors = re.findall(r'href="(nodes/n1/server\.log\.html#L\d+)"', page)
     assert "nodes/n1/server.log.html#L13" in anchors
@@ -96,7 +97,7 @@ def test_anomaly_links_point_into_node_logs_at_the_time(store: Path) -> None:
 
 
 def test_unknown_run(store: Path) -> None:
-    report = write_report(store / "queue-unknown" / "latest")
+    report = write_report(run_files(store / "queue-unknown" / "latest"))
     page = report.path.read_text()
     assert report.verdict == "unknown" and 'class="banner unknown"' in page
     assert re.search(r"UNKNOWN: linearizability \(.*\) could not decide", text_of(page))
@@ -104,7 +105,7 @@ def test_unknown_run(store: Path) -> None:
 
 
 def test_linearizability_counterexample(store: Path) -> None:
-    page = write_report(store / "register-lin" / "latest").path.read_text()
+    page = write_report(run_files(store / "register-lin" / "latest")).path.read_text()
     section = page[page.index('id="linearizability"'):page.index('id="nemesis"')]
     text = text_of(section)
     assert "not linearizable" in text
@@ -139,7 +140,7 @@ def test_counterexample_of_the_composed_checker_comes_from_results_json(tmp_path
         "prefix": [], "state": "decoy-state", "stuck": [0], "pending": [], "descriptions": {}}}]}
     (run / "linearizability.json").write_text(json.dumps(decoy))  # no longer read
 
-    page = write_report(run).path.read_text()
+    page = write_report(run_files(run)).path.read_text()
     section = page[page.index('id="linearizability"'):page.index('id="nemesis"')]
     text = text_of(section)
     assert "Partition x: not linearizable" in text
@@ -155,7 +156,7 @@ def test_counterexample_of_the_composed_checker_comes_from_results_json(tmp_path
 
 
 def test_harness_error_run_still_gets_a_report(store: Path) -> None:
-    report = write_report(store / "harness-error" / "latest")
+    report = write_report(run_files(store / "harness-error" / "latest"))
     page = report.path.read_text()
     assert report.verdict is None and "NO RESULTS" in page
     assert "results.json is missing" in text_of(page)
@@ -163,7 +164,7 @@ def test_harness_error_run_still_gets_a_report(store: Path) -> None:
 
 def test_timeline(store: Path) -> None:
     run = store / "queue-valid" / "latest"
-    write_report(run)
+    write_report(run_files(run))
     page = (run / "timeline.html").read_text()
     assert page.count('class="op ok"') > 1000
     assert 'class="op nemesis"' in page
@@ -184,7 +185,7 @@ def test_timeline_is_capped_with_a_notice(tmp_path: Path) -> None:
 
 
 def test_nemesis_periods_pair_starts_with_stops_and_heal(store: Path) -> None:
-    run = load_run(store / "queue-valid" / "latest")
+    run = load_run(run_files(store / "queue-valid" / "latest"))
     periods = {p.f: p for p in nemesis_periods(run.ops)}
     assert periods["start-partition"].start == 10 * 10**9
     assert periods["start-partition"].end == 16 * 10**9
@@ -209,8 +210,8 @@ def test_script_payloads_render_as_text(store: Path) -> None:
     results["checkers"]["queue"]["error"] = payload
     (run / "results.json").write_text(json.dumps(results))
     (run / "nodes" / "n1" / "server.log").write_text(payload + "\n")
-    write_report(run)
-    write_index(store)
+    write_report(run_files(run))
+    index_store(store)
     for page in (run / "report.html", run / "timeline.html", store / "index.html",
                  run / "nodes" / "n1" / "server.log.html"):
         text = page.read_text()
@@ -232,8 +233,8 @@ def test_escape_and_render() -> None:
 
 def test_index_lists_runs_newest_first_with_verdicts(store: Path) -> None:
     for run in ("queue-valid", "queue-anomalies"):
-        write_report(store / run / "latest")
-    page = write_index(store).read_text()
+        write_report(run_files(store / run / "latest"))
+    page = index_store(store).read_text()
     text = text_of(page)
     order = [text.index(name) for name in ("harness-error", "register-lin", "queue-unknown",
                                            "queue-anomalies", "queue-valid")]
@@ -264,7 +265,7 @@ def test_exported_members() -> None:
 
 def test_availability_section_renders_from_results(store: Path) -> None:
     run = store / "queue-valid" / "latest"
-    plain = write_report(run).path.read_text()
+    plain = write_report(run_files(run)).path.read_text()
     assert 'id="availability"' not in plain
     results = json.loads((run / "results.json").read_text())
     results["checkers"]["availability"] = {"valid": True, "anomalies": {}, "seconds": 0.01,
@@ -283,7 +284,7 @@ def test_availability_section_renders_from_results(store: Path) -> None:
                        "selector": "offline", "unclean": True, "at-s": 5.25,
                        "from": "broker-change", "seconds": 0.25}]}}
     (run / "results.json").write_text(json.dumps(results))
-    page = write_report(run).path.read_text()
+    page = write_report(run_files(run)).path.read_text()
     assert 'href="#availability"' in page and "<n2>" not in page and "<k>" not in page
     section = text_of(page[page.index('id="availability"'):page.index('id="plots"')])
     assert "without an ok send: 5 of 21 (23.8 %)" in section

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from harness.store import run_files
 from reports import write_report
 
 FIXTURES = Path(__file__).parent.parent / "data" / "store"
@@ -32,7 +33,7 @@ def chromium(profile: Path, *args: str) -> subprocess.CompletedProcess:
 def test_report_in_headless_chromium(tmp_path: Path, run: str, verdict: str) -> None:
     store = tmp_path / "store"
     shutil.copytree(FIXTURES, store, symlinks=True)
-    report = write_report(store / run / "latest")
+    report = write_report(run_files(store / run / "latest"))
     url = report.path.as_uri()
     dom = chromium(tmp_path / "profile", "--dump-dom", url).stdout
     assert f'<div class="verdict">{verdict}</div>' in dom
@@ -47,7 +48,7 @@ def test_report_in_headless_chromium(tmp_path: Path, run: str, verdict: str) -> 
 def test_a_missing_image_is_detected(tmp_path: Path) -> None:
     store = tmp_path / "store"
     shutil.copytree(FIXTURES, store, symlinks=True)
-    report = write_report(store / "queue-valid" / "latest")
+    report = write_report(run_files(store / "queue-valid" / "latest"))
     (report.path.parent / "rate.png").unlink()
     dom = chromium(tmp_path / "profile", "--dump-dom", report.path.as_uri()).stdout
     assert 'data-images="broken"' in dom and "This image did not load." in dom

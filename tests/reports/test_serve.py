@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from harness.store import index_store, run_files
 from reports import make_server, write_report
 from tests.support.zookeeper import free_port
 
@@ -25,7 +26,7 @@ FIXTURES = Path(__file__).parent.parent / "data" / "store"
 def store(tmp_path: Path) -> Path:
     copy = tmp_path / "store"
     shutil.copytree(FIXTURES, copy, symlinks=True)
-    write_report(copy / "queue-valid" / "latest")
+    write_report(run_files(copy / "queue-valid" / "latest"))
     secret = tmp_path / "secret"
     secret.mkdir()
     (secret / "passwords.txt").write_text("hunter2\n")
@@ -36,7 +37,7 @@ def store(tmp_path: Path) -> Path:
 
 @pytest.fixture
 def served(store: Path) -> Iterator[tuple[str, int]]:
-    server = make_server(store, port=0, quiet=True)
+    server = make_server(store, index_store, port=0, quiet=True)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     try:
@@ -60,7 +61,7 @@ def get(address: tuple[str, int], path: str) -> tuple[int, bytes]:
 
 
 def test_binds_loopback_by_default(store: Path) -> None:
-    server = make_server(store, port=0)
+    server = make_server(store, index_store, port=0)
     try:
         assert server.server_address[0] == "127.0.0.1"
     finally:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import threading
 import time
 
-from workloads.client import completed
+from workloads.core.client import completed
 
 
 class MemoryLog:

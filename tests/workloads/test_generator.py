@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from workloads import final
-from workloads import generator as gen
-from workloads.generator import PENDING, Context
+from workloads.core import final
+from workloads.core import generator as gen
+from workloads.core.generator import PENDING, Context
 
 S = gen.NS_PER_SECOND
 

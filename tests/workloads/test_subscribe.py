@@ -15,11 +15,11 @@ from checker.groups import GroupsChecker
 from checker.history import HistoryWriter, load_history
 from checker.queue import QueueChecker
 from tests.support.brokers import BrokerCluster
-from workloads import final
-from workloads import generator as gen
-from workloads.part import Workload
+from workloads.core import final
+from workloads.core import generator as gen
+from workloads.core.part import Workload
+from workloads.core.worker import Interpreter
 from workloads.queue import QueueOptions, queue_workload
-from workloads.worker import Interpreter
 
 pytestmark = [pytest.mark.cluster, pytest.mark.timeout(300)]
 

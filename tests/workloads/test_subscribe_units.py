@@ -2,18 +2,19 @@
 
 from __future__ import annotations
 
+import importlib
 import io
 import json
 import time
 
 import pytest
 
-from workloads import generator as gen
-from workloads import group_ops
-from workloads.generator import PENDING, Context
-from workloads.group_child import ConsumerChildren
-from workloads.group_consumer import CommitResult, EventLog, MemberConfig, serve
-from workloads.group_member import GroupMember
+from workloads.core import generator as gen
+from workloads.core.generator import PENDING, Context
+from workloads.groups import ops as group_ops
+from workloads.groups.child import ConsumerChildren
+from workloads.groups.consumer import CommitResult, EventLog, MemberConfig, serve
+from workloads.groups.member import GroupMember
 from workloads.queue import KIND, QueueOptions, checkers, queue_workload
 
 S = gen.NS_PER_SECOND
@@ -226,21 +227,14 @@ class FakeBackend:
 
 
 def config(commit="after-process"):
-    return MemberConfig(library="fake", bootstrap_servers=("b",), topic="t", group="g0",
+    return MemberConfig(bootstrap_servers=("b",), topic="t", group="g0",
                         partition_keys={0: 0, 1: 1}, commit=commit)
 
 
 def talk(backend, commit, *requests):
-    import workloads.group_consumer as child
-
     replies = io.StringIO()
-    original = child.open_backend
-    child.open_backend = lambda c: backend
-    try:
-        serve(config(commit), io.StringIO("".join(json.dumps(r) + "\n" for r in requests)),
-              replies)
-    finally:
-        child.open_backend = original
+    serve(backend, config(commit),
+          io.StringIO("".join(json.dumps(r) + "\n" for r in requests)), replies)
     return [json.loads(line) for line in replies.getvalue().splitlines()]
 
 
@@ -292,12 +286,13 @@ class FakeChildren(ConsumerChildren):
         super().__init__()
         self.child = child
 
-    def start(self, config):
+    def start(self, config, main):
         return self.child
 
 
 def member(replies, clock=None):
-    return GroupMember(FakeChildren(FakeChild(replies)), config("before-process"), clock)
+    return GroupMember(FakeChildren(FakeChild(replies)), config("before-process"), clock,
+                       "workloads.kafka.confluent_member")
 
 
 def test_member_completions_carry_rebalances_on_the_history_clock():
@@ -340,3 +335,23 @@ def test_member_commit_outcome_and_close_crash_rebalances():
                                                             "ILLEGAL_GENERATION")
     crash = group.crash({"f": "crash", "process": 0, "value": "close"})
     assert crash["type"] == "info" and crash["rebalances"][0]["revoked"] == [0]
+
+
+def test_every_child_entry_point_is_a_module_with_a_main():
+    from workloads.kafka.confluent import ConfluentClient
+    from workloads.kafka.kafka_python import KafkaPythonClient
+    from workloads.transfer.client import TRANSFER_MAIN
+
+    for main in (ConfluentClient.member_main, KafkaPythonClient.member_main, TRANSFER_MAIN):
+        assert callable(importlib.import_module(main).main), main
+
+
+def test_an_adapter_makes_its_members_configuration():
+    from workloads.kafka.client import ClientOptions
+    from workloads.kafka.kafka_python import KafkaPythonClient
+
+    client = KafkaPythonClient(ClientOptions(bootstrap_servers=("a:1", "b:2"),
+                                             key_partitions={0: 0, 1: 1}), node="b:2")
+    member = client.member_config("g1")
+    assert member.group == "g1" and member.bootstrap_servers == ("b:2", "a:1")
+    assert MemberConfig.from_json(member.to_json()) == member

@@ -10,19 +10,19 @@ from typing import Any
 
 import pytest
 
-from workloads import generator as gen
-from workloads.group_child import ConsumerChildren
-from workloads.group_consumer import MemberConfig
-from workloads.kafka_confluent import record_value
+from workloads.core import generator as gen
+from workloads.groups.child import ConsumerChildren
+from workloads.groups.consumer import MemberConfig
+from workloads.kafka.confluent import record_value
 from workloads.registry import WORKLOADS
-from workloads.transfer import (
+from workloads.transfer.child import TransferConfig
+from workloads.transfer.client import TRANSFER_MAIN, TransferMember
+from workloads.transfer.workload import (
     CHECKERS,
     TransferGenerator,
     TransferOptions,
     transfer_workload,
 )
-from workloads.transfer_child import TransferConfig
-from workloads.transfer_client import TRANSFER_MAIN, TransferMember
 
 
 def run_ops(generator: Any, count: int, concurrency: int = 3) -> list[dict[str, Any]]:
@@ -123,7 +123,7 @@ def test_final_phase_transfers_until_idle_closes_reads_offsets_then_drains_both_
 
 
 def test_transfer_config_round_trips_through_json():
-    member = MemberConfig(library="confluent", bootstrap_servers=("a:9092",), topic="in",
+    member = MemberConfig(bootstrap_servers=("a:9092",), topic="in",
                           group="g0", partition_keys={0: 0, 1: 1})
     config = TransferConfig(member=member, producer={"transactional.id": "in-transfer-1"},
                             output_topic="out", outputs={0: (2, 0), 1: (3, 1)})
@@ -163,7 +163,7 @@ class FakeChildren(ConsumerChildren):
 
 def member(replies: dict[str, Any]) -> tuple[TransferMember, FakeChildren]:
     config = TransferConfig(
-        member=MemberConfig(library="confluent", bootstrap_servers=("a:9092",), topic="in",
+        member=MemberConfig(bootstrap_servers=("a:9092",), topic="in",
                             group="g0", partition_keys={0: 0}),
         producer={}, output_topic="out", outputs={0: (1, 0)})
     children = FakeChildren(FakeChild(replies))

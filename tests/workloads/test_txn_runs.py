@@ -13,13 +13,13 @@ import pytest
 from checker.history import HistoryWriter, load_history
 from checker.registry import composed
 from tests.support.group_storyline import new_cluster, system_unavailable
-from workloads import final
-from workloads import generator as gen
-from workloads.part import Workload
+from workloads.core import final
+from workloads.core import generator as gen
+from workloads.core.part import Workload
+from workloads.core.worker import Interpreter
 from workloads.queue import QueueOptions, checkers, queue_workload
-from workloads.transfer import CHECKERS as TRANSFER_CHECKERS
-from workloads.transfer import TransferOptions, transfer_workload
-from workloads.worker import Interpreter
+from workloads.transfer.workload import CHECKERS as TRANSFER_CHECKERS
+from workloads.transfer.workload import TransferOptions, transfer_workload
 
 pytestmark = [pytest.mark.cluster, pytest.mark.timeout(300)]
 

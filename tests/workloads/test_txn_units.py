@@ -12,11 +12,11 @@ import pytest
 from confluent_kafka import KafkaError, KafkaException
 
 from harness.config import ConfigError, load_config
-from workloads import generator as gen
-from workloads.client import ClientOptions, Delivery
-from workloads.kafka_confluent import ConfluentClient
+from workloads.core import generator as gen
+from workloads.kafka.client import ClientOptions, Delivery
+from workloads.kafka.confluent import ConfluentClient
+from workloads.kafka.transactions import TxnProducer, Zombies
 from workloads.queue import KIND, QueueOptions, TxnGenerator, checkers, queue_workload
-from workloads.txn_confluent import TxnProducer, Zombies
 
 S = 1.0
 
@@ -287,7 +287,7 @@ def test_an_unknown_end_is_info_and_the_producer_becomes_a_zombie_on_close():
 
 
 def test_a_transactional_drain_outwaits_a_dead_producers_open_transaction():
-    from workloads.client import drain_idle_polls
+    from workloads.kafka.client import drain_idle_polls
 
     assert drain_idle_polls(5.0, 0.5, 10) == 54  # (15 s timeout + 10 s abort check + 2) / 0.5
     assert drain_idle_polls(1.0, 0.5, 100) == 100

@@ -9,10 +9,10 @@ import pytest
 from checker.history import load_history
 from checker.queue import QueueChecker
 from tests.support.memory_queue import MemoryClient, MemoryLog
-from workloads import final
-from workloads import generator as gen
+from workloads.core import final
+from workloads.core import generator as gen
+from workloads.core.worker import Interpreter
 from workloads.queue import QueueOptions, queue_workload
-from workloads.worker import Interpreter
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -130,7 +130,7 @@ def test_time_limit_bounds_the_run(tmp_path):
 
 
 def test_progress_tracks_current_faults():
-    from workloads.worker import Progress
+    from workloads.core.worker import Progress
 
     progress = Progress()
     progress.nemesis({"f": "start-partition", "value": {"n1": ["n2"]}})

@@ -10,10 +10,10 @@ import pytest
 from checker.history import HistoryWriter, load_history
 from checker.queue import QueueChecker
 from tests.support.brokers import BrokerCluster
-from workloads import final
-from workloads import generator as gen
+from workloads.core import final
+from workloads.core import generator as gen
+from workloads.core.worker import Interpreter
 from workloads.queue import QueueOptions, queue_workload
-from workloads.worker import Interpreter
 
 pytestmark = [pytest.mark.cluster, pytest.mark.timeout(240)]
 

@@ -15,7 +15,7 @@ with its transaction's outcome unknown leaves the producer to the shared `Zombie
 instead of closing it.
 
 In subscribe mode the process's group consumer runs in a child process
-(`workloads.group_confluent`, through `QueueClient`); this client keeps the producer,
+(`workloads.kafka.confluent_member`, through `QueueClient`); this client keeps the producer,
 opens its assign-mode consumer only when an `assign` op asks (the final drain), and
 reads a group's committed offsets with a consumer of that group that never subscribes.
 """
@@ -37,20 +37,20 @@ from confluent_kafka import (
 )
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from workloads.client import (
+from workloads.core.client import completed
+from workloads.groups.child import ConsumerChildren
+from workloads.kafka.client import (
     LIBRDKAFKA_LOGGER,
     ClientOptions,
     Delivery,
     QueueClient,
-    completed,
-    outcome,
     send_completion,
     transaction_timeout_ms,
 )
-from workloads.group_child import ConsumerChildren
-from workloads.txn_confluent import TxnProducer, Zombies
+from workloads.kafka.errors import outcome
+from workloads.kafka.transactions import TxnProducer, Zombies
 
-__all__ = ["ConfluentClient"]
+__all__ = ["ConfluentClient", "poll_records", "record_value"]
 
 SETUP_TIMEOUT = 60.0
 TXN_BUDGET = 0.8  # of the op timeout, for a transaction to end before the worker gives up
@@ -62,6 +62,7 @@ class ConfluentClient(QueueClient):
     """`ConfluentClient(options)` is the unopened factory value; `open` connects."""
 
     library = "confluent"
+    member_main = "workloads.kafka.confluent_member"
     producer: Producer | None
     consumer: Consumer | None
 

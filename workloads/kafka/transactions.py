@@ -32,7 +32,8 @@ from typing import Any, Literal
 
 from confluent_kafka import KafkaError, KafkaException, Producer, TopicPartition
 
-from workloads.client import CLIENT_LOGGERS, Delivery
+from workloads.core.client import CLIENT_LOGGERS
+from workloads.kafka.client import Delivery
 
 __all__ = ["TxnProducer", "Zombies", "error_of"]
 

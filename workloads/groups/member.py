@@ -1,7 +1,8 @@
 """Subscribe-mode ops of one client process, over its consumer child.
 
-A `GroupMember` is what a queue client (`workloads.client.QueueClient`) holds once its
-`subscribe` op started a consumer child (`workloads.group_child`) in the op's group. It
+A `GroupMember` is what a queue client (`workloads.kafka.client.QueueClient`) holds once
+its `subscribe` op started a consumer child (`workloads.groups.child`) in the op's group,
+running the `main` of the client's library member module. It
 turns the ops of the groups history contract into child requests and their replies into
 completions:
 
@@ -26,9 +27,9 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from workloads.client import completed
-from workloads.group_child import ChildGone, ConsumerChild, ConsumerChildren, MemberError
-from workloads.group_consumer import MemberConfig
+from workloads.core.client import completed
+from workloads.groups.child import ChildGone, ConsumerChild, ConsumerChildren, MemberError
+from workloads.groups.consumer import MemberConfig
 
 __all__ = ["GroupMember", "normalise_key"]
 
@@ -46,11 +47,11 @@ class GroupMember:
     """A subscribed consumer of one client process; see the module docstring."""
 
     def __init__(self, children: ConsumerChildren, config: MemberConfig,
-                 clock: Callable[[], int] | None) -> None:
+                 clock: Callable[[], int] | None, main: str) -> None:
         self.children = children
         self.config = config
         self.clock = clock
-        self.child: ConsumerChild | None = children.start(config)
+        self.child: ConsumerChild | None = children.start(config, main)
         self.timeout = config.op_timeout + REPLY_GRACE_SECONDS
 
     # -- times and callback entries --------------------------------------------------------

@@ -1,28 +1,17 @@
-"""The client protocol, completion validation and Kafka error classification.
+"""What the queue workload's Kafka adapters share: options, delivery reports, the op
+dispatch and read positions (`QueueClient`), and the timeouts of transactions.
 
-A client is Jepsen's: `open(test, node)` returns a client bound to one node (the
-factory value itself stays unopened), `setup(test)` runs once before the workload
-(topic creation), `invoke(test, op)` returns the op completed as `ok`, `fail` or
-`info`, `teardown(test)` runs once after it, `close(test)` releases the client.
-Clients only classify what Kafka told them; exceptions and timeouts become `info`
-in the worker (`workloads.worker`), and `validate` checks every completion.
-
-Classification (`outcome`): an error that proves the request was rejected before
-anything was appended is `fail`; everything else (timeouts, NOT_LEADER_OR_FOLLOWER,
-NOT_ENOUGH_REPLICAS_AFTER_APPEND, network errors, unknown errors) is `info`. A
-retriable rejection (NOT_ENOUGH_REPLICAS) after the producer may have retried is
-`info` too: an earlier attempt that timed out may have been appended. librdkafka may
-re-send a message even with retries=0 (after a leader change it sends it again to the new
-leader: a Kafka run saw NOT_ENOUGH_REPLICAS from the new leader for a message the old one
-had appended), so the confluent client always counts as retried.
+Errors are classified in `workloads.kafka.errors`; exceptions and timeouts become
+`info` in the worker.
 
 A `txn` op (`transactional` options) is one Kafka transaction of the adapter's
-(`_txn`; only the confluent one runs them, `workloads.txn_confluent`). Keys may live on
-several topics (`key_topics`; the transfer workload's output keys).
+(`_txn`; only the confluent one runs them, `workloads.kafka.transactions`). Keys may live
+on several topics (`key_topics`; the transfer workload's output keys).
 
 Subscribe mode (`sub_via="subscribe"`): a `subscribe` op starts the process's consumer
 child in the op's group and `poll`, `commit` and `crash` go to it
-(`workloads.group_member`); `committed` reads a group's offsets through a client of no
+(`workloads.groups.member`); the child runs the adapter's `member_main` module (its
+library's group member). `committed` reads a group's offsets through a client of no
 group (the adapter's `_committed`); `assign` (the final drain) opens an assign-mode
 consumer as in assign mode. Clients that stamp times of their own (the rebalance
 callbacks) get the history's clock from the worker (`use_clock`).
@@ -33,75 +22,27 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal, Protocol
+from typing import Any
 
-from workloads.group_child import ConsumerChildren
-from workloads.group_consumer import MemberConfig
-
-if TYPE_CHECKING:
-    from workloads.group_member import GroupMember
+from workloads.core.client import completed
+from workloads.groups.child import ConsumerChildren
+from workloads.groups.consumer import MemberConfig
+from workloads.groups.member import GroupMember
+from workloads.kafka.errors import outcome
 
 __all__ = [
-    "Client",
     "ClientOptions",
-    "completed",
-    "DEFINITE_FAILURES",
     "Delivery",
     "drain_idle_polls",
-    "InvalidCompletion",
-    "outcome",
+    "LIBRDKAFKA_LOGGER",
     "Positions",
     "QueueClient",
-    "RETRIABLE_DEFINITE",
     "send_completion",
     "transaction_timeout_ms",
-    "validate",
 ]
 
 ABORT_CHECK_S = 10.0  # transaction.abort.timed.out.transaction.cleanup.interval.ms default
 DRAIN_MARGIN_S = 2.0
-
-# Produce/fetch errors that prove nothing was appended (Kafka protocol names; librdkafka
-# spells a few differently, both are listed).
-DEFINITE_FAILURES = frozenset({
-    "NOT_ENOUGH_REPLICAS",
-    "INVALID_TOPIC_EXCEPTION", "INVALID_TOPIC",
-    "INVALID_REQUIRED_ACKS",
-    "INVALID_RECORD", "INVALID_MSG", "INVALID_MSG_SIZE", "CORRUPT_MESSAGE",
-    "INVALID_TIMESTAMP", "INVALID_PRODUCER_EPOCH", "INVALID_PRODUCER_ID_MAPPING",
-    "MESSAGE_TOO_LARGE", "MSG_SIZE_TOO_LARGE", "RECORD_LIST_TOO_LARGE",
-    "TOPIC_AUTHORIZATION_FAILED", "CLUSTER_AUTHORIZATION_FAILED",
-    "TRANSACTIONAL_ID_AUTHORIZATION_FAILED", "SASL_AUTHENTICATION_FAILED",
-    "UNKNOWN_TOPIC_OR_PARTITION", "UNKNOWN_TOPIC_OR_PART",
-    "UNSUPPORTED_VERSION", "UNSUPPORTED_FOR_MESSAGE_FORMAT", "POLICY_VIOLATION",
-    "_PURGE_QUEUE", "_QUEUE_FULL", "_UNKNOWN_TOPIC", "_UNKNOWN_PARTITION", "_INVALID_ARG",
-    "_MSG_SIZE_TOO_LARGE", "_VALUE_SERIALIZATION", "_KEY_SERIALIZATION",
-})
-# Definite only when the producer made a single attempt (retries = 0).
-RETRIABLE_DEFINITE = frozenset({"NOT_ENOUGH_REPLICAS", "UNKNOWN_TOPIC_OR_PARTITION",
-                                "UNKNOWN_TOPIC_OR_PART"})
-
-OpType = Literal["ok", "fail", "info"]
-
-
-def outcome(error: str, *, retried: bool = False) -> Literal["fail", "info"]:
-    """`fail` when the named Kafka error proves the request had no effect, else `info`.
-
-    `retried`: the producer may have sent the request more than once, so a rejection of
-    the last attempt says nothing about the earlier ones (only retriable errors repeat).
-    """
-    name = error.upper()
-    if name not in DEFINITE_FAILURES:
-        return "info"
-    if retried and name in RETRIABLE_DEFINITE:
-        return "info"
-    return "fail"
-
-
-# Client libraries log under these loggers (librdkafka through confluent-kafka's `logger`
-# setting, kafka-python through its own), never to the terminal: the runner sends them to
-# the run folder's clients.log.
-CLIENT_LOGGERS = ("kchaos.clients", "kafka")
 LIBRDKAFKA_LOGGER = "kchaos.clients.librdkafka"
 
 
@@ -170,46 +111,6 @@ class ClientOptions:
             servers.remove(node)
             servers.insert(0, node)
         return servers
-
-
-class Client(Protocol):
-    def open(self, test: Any, node: str | None) -> Client: ...
-    def setup(self, test: Any) -> None: ...
-    def invoke(self, test: Any, op: Mapping[str, Any]) -> dict[str, Any]: ...
-    def teardown(self, test: Any) -> None: ...
-    def close(self, test: Any) -> None: ...
-
-
-class InvalidCompletion(Exception):
-    """A client returned something that is not a completion of the op it was given."""
-
-
-def completed(op: Mapping[str, Any], kind: OpType, value: Any = None, **extra: Any
-              ) -> dict[str, Any]:
-    """The completion of `op`: same process and f, the given type and value, extra fields
-    (an `error` of None is left out)."""
-    done = {key: item for key, item in op.items() if key not in ("time", "index")}
-    done.update(type=kind, value=value)
-    done.update({key: item for key, item in extra.items() if item is not None})
-    return done
-
-
-def validate(invocation: Mapping[str, Any], completion: Any) -> dict[str, Any]:
-    """The completion as a dict, or InvalidCompletion: type must be ok, fail or info;
-    process and f must be the invocation's."""
-    if not isinstance(completion, Mapping):
-        raise InvalidCompletion(f"client returned {completion!r} for {invocation.get('f')!r}, "
-                                "not an op")
-    problems = []
-    if completion.get("type") not in ("ok", "fail", "info"):
-        problems.append(f"type {completion.get('type')!r} is not ok, fail or info")
-    for name in ("process", "f"):
-        if completion.get(name) != invocation.get(name):
-            problems.append(f"{name} {completion.get(name)!r} is not the invocation's "
-                            f"{invocation.get(name)!r}")
-    if problems:
-        raise InvalidCompletion("invalid completion: " + "; ".join(problems))
-    return dict(completion)
 
 
 @dataclass
@@ -295,9 +196,11 @@ class QueueClient:
     returns a connected copy), the op dispatch, the read positions and, in subscribe mode,
     the process's group member. Subclasses name their `library`, connect in `open` and
     implement `_send`, `_poll`, `_assign` and `_committed`. `children` is the workload's
-    registry of consumer child processes, shared by the factory value and its copies."""
+    registry of consumer child processes, shared by the factory value and its copies;
+    `member_main` the module whose `main` serves a consumer child of the adapter's library."""
 
     library = ""
+    member_main = ""
 
     def __init__(self, options: ClientOptions, node: str | None = None,
                  children: ConsumerChildren | None = None) -> None:
@@ -349,19 +252,17 @@ class QueueClient:
     def member_config(self, group: str) -> MemberConfig:
         options = self.options
         return MemberConfig(
-            library=self.library, bootstrap_servers=tuple(options.bootstrap_for(self.node)),
+            bootstrap_servers=tuple(options.bootstrap_for(self.node)),
             topic=options.topic, group=group, partition_keys=self._partition_keys,
             commit=options.commit, session_timeout_ms=options.session_timeout_ms,
             poll_timeout=options.poll_timeout, max_poll_records=options.max_poll_records,
             op_timeout=options.op_timeout)
 
     def _subscribe(self, op: Mapping[str, Any]) -> dict[str, Any]:
-        from workloads.group_member import GroupMember
-
         if self.member is not None:
             self.member.close()
         self.member = GroupMember(self.children, self.member_config(op["value"]["group"]),
-                                  self.clock)
+                                  self.clock, self.member_main)
         return self.member.subscribe(op)
 
     def close_member(self) -> None:

@@ -15,12 +15,17 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
-from workloads.client import Client
-from workloads.group_child import ConsumerChildren
+from workloads.core.client import Client
 
-__all__ = ["Workload", "WorkloadContext", "WorkloadKind"]
+__all__ = ["ChildProcesses", "Workload", "WorkloadContext", "WorkloadKind"]
+
+
+class ChildProcesses(Protocol):
+    """The child processes a workload's clients run (its consumer group members)."""
+
+    def pids(self) -> list[int]: ...
 
 
 @dataclass(frozen=True)
@@ -40,7 +45,7 @@ class Workload:
     op_timeout: float = 5.0
     topic: str = "kchaos"
     group_ids: tuple[str, ...] = ()
-    children: ConsumerChildren | None = None
+    children: ChildProcesses | None = None
     txn_ids: tuple[str, ...] = ()
 
     def groups(self) -> list[str]:

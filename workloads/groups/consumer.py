@@ -1,8 +1,8 @@
-"""A consumer-group member in a child process of its own (`python -m workloads.group_consumer`).
+"""A consumer-group member in a child process of its own: the child's side.
 
 Subscribe-mode consumers run one per child process, so that a nemesis can SIGSTOP and
 SIGCONT one (a zombie member past its session timeout) and a crash can SIGKILL one (the
-member stops heartbeating without leaving). The parent (`workloads.group_child`) speaks
+member stops heartbeating without leaving). The parent (`workloads.groups.child`) speaks
 JSON lines over the child's stdin and stdout:
 
     first line  the member's configuration (`MemberConfig` as an object)
@@ -18,9 +18,10 @@ the parent shifts it onto the history's clock), "generation", "member", "assigne
 "errors": [...], "commit": ..., "unprocessed": ...}: with the `before-process` commit
 mode the member commits the next offsets of what it fetched before answering, and when
 that commit is not ok it answers the records as unprocessed (contract item 3). The
-library (confluent-kafka or kafka-python) is a backend with `subscribe`, `fetch`,
-`commit`, `close` (`workloads.group_confluent`, `workloads.group_kafka_python`). The
-child ends after `close`, or when its stdin closes.
+library (confluent-kafka or kafka-python) is a `Backend` with `subscribe`, `fetch`,
+`commit`, `close`; each library's member module (`workloads.kafka.confluent_member`,
+`workloads.kafka.kafka_python_member`) is the child's entry point: its `main` calls `run`
+with its backend. The child ends after `close`, or when its stdin closes.
 """
 
 from __future__ import annotations
@@ -30,12 +31,12 @@ import os
 import sys
 import threading
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import IO, Any, Protocol
 
-__all__ = ["COMMIT_MODES", "CommitResult", "EventLog", "MemberConfig", "Reads", "main",
-           "poll_and_process", "serve"]
+__all__ = ["COMMIT_MODES", "Backend", "CommitResult", "EventLog", "MemberConfig", "Reads",
+           "next_offsets", "poll_and_process", "run", "serve"]
 
 COMMIT_MODES = ("auto", "after-process", "before-process")
 
@@ -44,10 +45,9 @@ Reads = dict[Any, list[list[Any]]]
 
 @dataclass(frozen=True, kw_only=True)
 class MemberConfig:
-    """What a member needs: the library, where, the topic and group, which partition is
-    which key, the commit mode and the group timings."""
+    """What a member needs: where, the topic and group, which partition is which key, the
+    commit mode and the group timings."""
 
-    library: str
     bootstrap_servers: tuple[str, ...]
     topic: str
     group: str
@@ -59,7 +59,7 @@ class MemberConfig:
     op_timeout: float = 5.0
 
     def to_json(self) -> dict[str, Any]:
-        return {"library": self.library, "bootstrap_servers": list(self.bootstrap_servers),
+        return {"bootstrap_servers": list(self.bootstrap_servers),
                 "topic": self.topic, "group": self.group,
                 "partition_keys": [[p, k] for p, k in self.partition_keys.items()],
                 "commit": self.commit, "session_timeout_ms": self.session_timeout_ms,
@@ -167,19 +167,9 @@ def handle(backend: Backend, config: MemberConfig, request: Mapping[str, Any]) -
     raise ValueError(f"unknown request {op!r}")
 
 
-def open_backend(config: MemberConfig) -> Backend:
-    if config.library == "confluent":
-        from workloads.group_confluent import ConfluentMember
-        return ConfluentMember(config)
-    if config.library == "kafka-python":
-        from workloads.group_kafka_python import KafkaPythonMember
-        return KafkaPythonMember(config)
-    raise ValueError(f"unknown library {config.library!r}")
-
-
-def serve(config: MemberConfig, requests: IO[str], replies: IO[str]) -> None:
+def serve(backend: Backend, config: MemberConfig, requests: IO[str], replies: IO[str]
+          ) -> None:
     """Answer requests until `close` or the end of `requests`."""
-    backend = open_backend(config)
     for line in requests:
         request = json.loads(line)
         reply: dict[str, Any] = {"id": request["id"]}
@@ -194,13 +184,11 @@ def serve(config: MemberConfig, requests: IO[str], replies: IO[str]) -> None:
             return
 
 
-def main() -> None:
-    """Serve the parent, then exit at once: library threads must not keep a member alive."""
+def run(open_backend: Callable[[MemberConfig], Backend]) -> None:
+    """A child's life: read the configuration, serve the parent with the backend
+    `open_backend` makes of it, then exit at once (library threads must not keep a member
+    alive). Each library's member module calls it from its `main`."""
     config = MemberConfig.from_json(json.loads(sys.stdin.readline()))
-    serve(config, sys.stdin, sys.stdout)
+    serve(open_backend(config), config, sys.stdin, sys.stdout)
     sys.stdout.flush()
     os._exit(0)
-
-
-if __name__ == "__main__":
-    main()

@@ -1,5 +1,5 @@
 """Subscribe-mode generators (the groups history contract): pure values, as in
-`workloads.generator`.
+`workloads.core.generator`.
 
 Client thread t is a member of group g{t mod groups}; every op of a thread's process
 carries that group (`group` field). `GroupOps` wraps the queue ops: a process's first op
@@ -15,8 +15,8 @@ at least the session timeout and 3 s (a member abandoned just before the final p
 keeps its keys until its session times out, then the group rebalances); (2)
 each member closes (`crash` "close"; auto-commit mode commits on close); (3) one
 `committed` op per group reads its offsets through a client of no group; (4) the
-assign-mode drain from the beginning (`workloads.final.Drain`), which first crashes every
-process, so the final reads belong to no group.
+assign-mode drain from the beginning (`workloads.core.final.Drain`), which first crashes
+every process, so the final reads belong to no group.
 """
 
 from __future__ import annotations
@@ -26,8 +26,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from workloads import generator as gen
-from workloads.final import Drain, offsets_seen
+from workloads.core import generator as gen
+from workloads.core.final import Drain, offsets_seen
 
 __all__ = ["CRASH_MODES", "FinalPolls", "GroupCrash", "GroupOps", "WithGroup",
            "committed_reads", "final_generator", "group_name", "group_names", "group_of"]

@@ -31,8 +31,8 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from checker.history import FAULT_STOPS, HEAL, HistoryWriter
-from workloads import generator as gen
-from workloads.client import Client, completed, validate
+from workloads.core import generator as gen
+from workloads.core.client import Client, completed, validate
 
 __all__ = ["Interpreter", "Nemesis", "NoopNemesis", "Progress"]
 

@@ -3,10 +3,10 @@
 `TransferClient` is the confluent queue client of the transfer workload (`ClientOptions`
 with the input topic as `topic` and the output keys on the output topic): `send` ops
 produce input records with a plain idempotent producer; `subscribe` starts the process's
-transfer worker (`workloads.transfer_child`, in a child process, in the op's group, with
+transfer worker (`workloads.transfer.child`, in a child process, in the op's group, with
 the transactional id of the process's worker thread); `txn` ops are transfers, one
 transaction each (`TransferMember.transfer`); `crash` closes or kills the worker as
-group members are (`workloads.group_member`); `committed` reads the group's committed
+group members are (`workloads.groups.member`); `committed` reads the group's committed
 input offsets, retrying while a transaction holds them (UNSTABLE_OFFSET_COMMIT); the final
 drain's `assign` and `poll` read both topics from the beginning at read_committed.
 
@@ -30,16 +30,17 @@ from typing import Any
 
 from confluent_kafka import KafkaException
 
-from workloads.client import ClientOptions, completed
-from workloads.group_child import ConsumerChildren
-from workloads.group_member import REPLY_GRACE_SECONDS, GroupMember
-from workloads.kafka_confluent import ConfluentClient
-from workloads.transfer_child import TXN_BUDGET, TransferConfig
-from workloads.txn_confluent import Zombies
+from workloads.core.client import completed
+from workloads.groups.child import ConsumerChildren
+from workloads.groups.member import REPLY_GRACE_SECONDS, GroupMember
+from workloads.kafka.client import ClientOptions
+from workloads.kafka.confluent import ConfluentClient
+from workloads.kafka.transactions import Zombies
+from workloads.transfer.child import TXN_BUDGET, TransferConfig
 
 __all__ = ["TRANSFER_MAIN", "TransferClient", "TransferMember"]
 
-TRANSFER_MAIN = "workloads.transfer_child"
+TRANSFER_MAIN = "workloads.transfer.child"
 RETRY_PAUSE = 0.2
 
 

@@ -14,7 +14,7 @@ than `ctx.time`) and `process` (a free thread's current process; PENDING if none
 Threads are client thread numbers 0..n-1 and "nemesis". A client process that
 completes with `info` never returns: its thread continues as process + n.
 
-The queue workload's final phase (heal, recover, drain) is in `workloads.final`.
+The queue workload's final phase (heal, recover, drain) is in `workloads.core.final`.
 
 Random choices draw from `random.Random(seed)` and hand a fresh seed to the next
 generator, so a schedule is a function of its seed.

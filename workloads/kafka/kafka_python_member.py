@@ -1,4 +1,5 @@
-"""A consumer-group member on kafka-python, inside its child process.
+"""A consumer-group member on kafka-python, inside its child process (`main` is the
+child's entry point, `workloads.groups.consumer.run`).
 
 It subscribes with a `ConsumerRebalanceListener` (eager protocol: kafka-python's default
 range and roundrobin assignors) and records each callback (`on_partitions_assigned`,
@@ -29,9 +30,9 @@ from kafka.errors import (
 )
 from kafka.structs import OffsetAndMetadata
 
-from workloads.group_consumer import CommitResult, EventLog, MemberConfig, Reads
+from workloads.groups.consumer import CommitResult, EventLog, MemberConfig, Reads, run
 
-__all__ = ["COMMIT_REJECTIONS", "KafkaPythonMember"]
+__all__ = ["COMMIT_REJECTIONS", "KafkaPythonMember", "main"]
 
 COMMIT_REJECTIONS = (CommitFailedError, IllegalGenerationError, UnknownMemberIdError,
                      RebalanceInProgressError, FencedInstanceIdError)
@@ -109,3 +110,7 @@ class KafkaPythonMember:
 
     def close(self) -> None:
         self.consumer.close(autocommit=self.config.commit == "auto")
+
+
+def main() -> None:
+    run(KafkaPythonMember)

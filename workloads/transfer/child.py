@@ -1,10 +1,10 @@
 """A transfer worker in a child process of its own: consume, transform, produce, exactly once.
 
 The transfer workload's workers run one per child process, as the group consumers do
-(`workloads.group_child` starts it; a nemesis can SIGSTOP it, a crash can SIGKILL it).
+(`workloads.groups.child` starts it; a nemesis can SIGSTOP it, a crash can SIGKILL it).
 The child holds a group consumer of the input topic (confluent-kafka, isolation.level
 read_committed, no auto commit; its rebalance callbacks recorded as
-`workloads.group_confluent` does) and a transactional producer (`TxnProducer`) whose
+`workloads.kafka.confluent_member` does) and a transactional producer (`TxnProducer`) whose
 transactional id is its worker thread's. The parent speaks JSON lines:
 
     first line  `TransferConfig` as an object
@@ -42,10 +42,10 @@ from typing import Any
 
 from confluent_kafka import KafkaException, TopicPartition
 
-from workloads.client import LIBRDKAFKA_LOGGER, Delivery
-from workloads.group_confluent import ConfluentMember
-from workloads.group_consumer import MemberConfig, Reads, next_offsets
-from workloads.txn_confluent import ZOMBIE_SECONDS, TxnProducer
+from workloads.groups.consumer import MemberConfig, Reads, next_offsets
+from workloads.kafka.client import LIBRDKAFKA_LOGGER, Delivery
+from workloads.kafka.confluent_member import ConfluentMember
+from workloads.kafka.transactions import ZOMBIE_SECONDS, TxnProducer
 
 __all__ = ["TXN_BUDGET", "TransferConfig", "TransferWorker", "main"]
 

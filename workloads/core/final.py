@@ -1,6 +1,6 @@
 """Jepsen's final phase for the queue workload: heal, wait for recovery, drain.
 
-`Drain` is a pure generator (see `workloads.generator`) that learns, from updates,
+`Drain` is a pure generator (see `workloads.core.generator`) that learns, from updates,
 the highest offset any op saw for each key, and makes every client thread reopen
 its client, assign every key from the beginning and poll until caught up.
 """
@@ -11,7 +11,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from workloads.generator import (
+from workloads.core.generator import (
     PENDING,
     Context,
     Phases,

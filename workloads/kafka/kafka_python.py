@@ -1,12 +1,12 @@
 """The queue workload's client on kafka-python.
 
-The same behaviour as `workloads.kafka_confluent`: one producer and one consumer per
+The same behaviour as `workloads.kafka.confluent`: one producer and one consumer per
 process; a send op is one flush and offsets come from each record's metadata; the
 consumer is in assign mode, starting at the beginning of every key; `assign` seeks
 to the beginning or to where this client last read; `crash` completes as `info`.
 
 In subscribe mode the process's group consumer runs in a child process
-(`workloads.group_kafka_python`, through `QueueClient`); this client keeps the producer,
+(`workloads.kafka.kafka_python_member`, through `QueueClient`); this client keeps the producer,
 opens its assign-mode consumer only when an `assign` op asks (the final drain), and
 reads a group's committed offsets with `KafkaAdminClient.list_group_offsets` (OffsetFetch).
 """
@@ -21,13 +21,9 @@ from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.admin import KafkaAdminClient, NewTopic
 from kafka.errors import KafkaTimeoutError, TopicAlreadyExistsError
 
-from workloads.client import (
-    Delivery,
-    QueueClient,
-    completed,
-    outcome,
-    send_completion,
-)
+from workloads.core.client import completed
+from workloads.kafka.client import Delivery, QueueClient, send_completion
+from workloads.kafka.errors import outcome
 
 __all__ = ["KafkaPythonClient", "error_name"]
 
@@ -46,6 +42,7 @@ class KafkaPythonClient(QueueClient):
     """`KafkaPythonClient(options)` is the unopened factory value; `open` connects."""
 
     library = "kafka-python"
+    member_main = "workloads.kafka.kafka_python_member"
     producer: KafkaProducer | None
     consumer: KafkaConsumer | None
 

@@ -7,7 +7,7 @@ thread t's processes all do two things, mixed at random:
 
 - `send` ops put records on the input topic (`topic`, key k = partition k, unique integer
   values) with a plain idempotent producer, as the queue workload's sends;
-- `txn` ops are transfers by the process's transfer worker (`workloads.transfer_client`,
+- `txn` ops are transfers by the process's transfer worker (`workloads.transfer.client`,
   a child process): in one Kafka transaction, the records its group consumer polled
   (isolation.level read_committed, no auto commit) go to the output topic, one output
   record per input record, valued `<input value>:<attempt>` (each transfer's attempt
@@ -31,13 +31,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from workloads import generator as gen
-from workloads import group_ops
-from workloads.client import ClientOptions, drain_idle_polls
-from workloads.final import Drain
-from workloads.part import Workload, WorkloadContext, WorkloadKind
+from workloads.core import generator as gen
+from workloads.core.final import Drain
+from workloads.core.part import Workload, WorkloadContext, WorkloadKind
+from workloads.groups import ops as group_ops
+from workloads.kafka.client import ClientOptions, drain_idle_polls
 from workloads.queue import MIN_SESSION_TIMEOUT_MS, SendGenerator
-from workloads.transfer_client import Outputs, TransferClient
+from workloads.transfer.client import Outputs, TransferClient
 
 __all__ = ["CHECKERS", "KIND", "TransferGenerator", "TransferOptions", "transfer_workload"]
 

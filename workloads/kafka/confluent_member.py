@@ -1,4 +1,5 @@
-"""A consumer-group member on confluent-kafka (librdkafka), inside its child process.
+"""A consumer-group member on confluent-kafka (librdkafka), inside its child process
+(`main` is the child's entry point, `workloads.groups.consumer.run`).
 
 It subscribes to the topic with the eager protocol (librdkafka's default range and
 roundrobin assignors) and records each rebalance callback (`on_assign`, `on_revoke`,
@@ -21,11 +22,11 @@ from typing import Any
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 
-from workloads.client import LIBRDKAFKA_LOGGER
-from workloads.group_consumer import CommitResult, EventLog, MemberConfig, Reads
-from workloads.kafka_confluent import poll_records
+from workloads.groups.consumer import CommitResult, EventLog, MemberConfig, Reads, run
+from workloads.kafka.client import LIBRDKAFKA_LOGGER
+from workloads.kafka.confluent import poll_records
 
-__all__ = ["COMMIT_REJECTIONS", "ConfluentMember"]
+__all__ = ["COMMIT_REJECTIONS", "ConfluentMember", "main"]
 
 COMMIT_REJECTIONS = frozenset({"ILLEGAL_GENERATION", "UNKNOWN_MEMBER_ID",
                                "REBALANCE_IN_PROGRESS", "FENCED_INSTANCE_ID",
@@ -110,3 +111,7 @@ class ConfluentMember:
 def _outcome(error: KafkaError) -> CommitResult:
     name = error.name()
     return CommitResult("fail" if name in COMMIT_REJECTIONS else "info", name)
+
+
+def main() -> None:
+    run(ConfluentMember)

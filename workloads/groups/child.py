@@ -1,8 +1,7 @@
-"""The parent's side of a consumer child process (`workloads.group_consumer`).
+"""The parent's side of a consumer child process (`workloads.groups.consumer`).
 
-`ConsumerChild` starts a Python running `workloads.group_consumer.main` (imported, not run
-with `-m`: the package imports that module first, and runpy would warn of the double
-import on every start), writes its configuration,
+`ConsumerChild` starts a Python running the `main` of a given module (imported, not run
+with `-m`, so that runpy never warns of a double import), writes its configuration,
 and sends requests with increasing ids; a reader thread hands each reply to the request
 waiting for its id, so a request that timed out (its child SIGSTOPped, say) can never
 take the answer of a later one. A request that gets no reply in its timeout raises
@@ -13,9 +12,10 @@ the client logger (`kchaos.clients.group`).
 `ConsumerChildren` is the registry one workload's clients share: it starts children,
 lists the live ones (`pids()`, what a nemesis may SIGSTOP), forgets a child once its
 client lets it go, and kills whatever is left at teardown. A child is started with the
-module whose `main` serves it (the group consumer's by default; the transfer workers run
-`workloads.transfer_child`). An abandoned child (`abandon`) gets its stdin closed and is
-left to finish what it was doing (a zombie) until it exits by itself or the teardown.
+module whose `main` serves it (a library's group member, `workloads.kafka.confluent_member`
+say; the transfer workers run `workloads.transfer.child`). An abandoned child (`abandon`)
+gets its stdin closed and is left to finish what it was doing (a zombie) until it exits
+by itself or the teardown.
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ from typing import Any, Protocol
 __all__ = ["ChildGone", "ConsumerChild", "ConsumerChildren", "MemberError"]
 
 log = logging.getLogger("kchaos.clients.group")
-PROJECT_ROOT = Path(__file__).resolve().parent.parent
+PROJECT_ROOT = Path(__file__).resolve().parents[2]
 REAP_SECONDS = 5.0
 
 
@@ -58,9 +58,6 @@ def _environment() -> dict[str, str]:
     return env
 
 
-CHILD_MAIN = "workloads.group_consumer"
-
-
 class ChildConfig(Protocol):
     """What a child is started with: its first line, and its group (for the logs)."""
 
@@ -72,7 +69,7 @@ class ChildConfig(Protocol):
 class ConsumerChild:
     """One running member process; see the module docstring."""
 
-    def __init__(self, config: ChildConfig, main: str = CHILD_MAIN) -> None:
+    def __init__(self, config: ChildConfig, main: str) -> None:
         self.config = config
         self.process = subprocess.Popen(
             [sys.executable, "-c", f"from {main} import main; main()"], stdin=subprocess.PIPE,
@@ -201,7 +198,7 @@ class ConsumerChildren:
         self._live: dict[int, ConsumerChild] = {}
         self._abandoned: list[ConsumerChild] = []
 
-    def start(self, config: ChildConfig, main: str = CHILD_MAIN) -> ConsumerChild:
+    def start(self, config: ChildConfig, main: str) -> ConsumerChild:
         child = ConsumerChild(config, main)
         with self._lock:
             self._live[child.pid] = child

@@ -1,0 +1,1 @@
+"""The transfer workload: consume-transform-produce, exactly once."""
