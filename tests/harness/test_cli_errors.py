@@ -3,6 +3,11 @@
 from __future__ import annotations
 
 import json
+import socket
+import subprocess
+import sys
+
+import pytest
 
 from harness.cli import main
 
@@ -23,3 +28,51 @@ def test_the_progress_line_counts_client_log_lines_instead_of_printing_them():
                 "faults": {}, "client_log_lines": 42}
     assert describe(snapshot, 10).endswith("client log lines 42 (clients.log)")
     assert "client log" not in describe({**snapshot, "client_log_lines": 0}, 10)
+
+
+def _kchaos(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "harness.cli", *args], capture_output=True,
+                          text=True, timeout=120)
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["--time-limit", "abc"], "kchaos run: --time-limit must be a number of seconds, got 'abc'"),
+    (["--time-limit", "-1"], "kchaos run: --time-limit must be > 0 seconds, got -1"),
+    (["--keys", "0"], "kchaos run: --keys must be >= 1, got 0"),
+    (["--concurrency", "0"], "kchaos run: --concurrency must be >= 1, got 0"),
+    (["--rate", "0"], "kchaos run: --rate must be > 0, got 0"),
+    (["--op-timeout", "0"], "kchaos run: --op-timeout must be > 0 seconds, got 0"),
+    (["--nodes", "x"], "kchaos run: --nodes must be a whole number, got 'x'"),
+])
+def test_a_bad_flag_is_named_alone_in_the_users_words(args, message):
+    done = _kchaos("run", *args)
+    assert done.returncode == 3
+    assert done.stderr.splitlines() == [message]
+
+
+def test_a_bad_toml_key_is_named_with_its_file(tmp_path):
+    toml = tmp_path / "run.toml"
+    toml.write_text("rate = 0\n")
+    done = _kchaos("run", "--config", str(toml))
+    assert done.returncode == 3
+    assert done.stderr.splitlines() == [f"kchaos run: {toml}: rate must be > 0, got 0"]
+
+
+@pytest.mark.parametrize("command", [["run"], ["cluster", "up"], ["check-lin", "x.txt"]])
+def test_an_unknown_flag_prints_the_usage_of_its_command(command):
+    done = _kchaos(*command, "--bogus")
+    assert done.returncode == 3
+    usage = f"usage: kchaos {' '.join(c for c in command if not c.endswith('.txt'))}"
+    assert done.stderr.startswith(usage)
+    assert done.stderr.rstrip().endswith("error: unrecognized arguments: --bogus")
+
+
+def test_a_busy_serve_port_names_the_port(tmp_path):
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        done = _kchaos("serve", "--store", str(tmp_path), "--port", str(port))
+    assert done.returncode == 3
+    [line] = done.stderr.splitlines()
+    assert f"port {port}" in line and "--port" in line
