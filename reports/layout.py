@@ -3,6 +3,7 @@
     store/<test-name>/<YYYYMMDDTHHMMSS>/   one run: test.json, history.jsonl, results.json,
                                            report.html, timeline.html, plots, kchaos.log,
                                            clients.log (the client libraries' logs),
+                                           spark.log (Spark's and its JVM's output),
                                            nodes/<node>/ (that node's logs)
     store/latest, store/<test-name>/latest links to the newest run
     store/index.html                       every run of the store
@@ -18,14 +19,15 @@ from datetime import datetime
 from pathlib import Path
 
 __all__ = ["CLIENT_LOG_FILE", "HISTORY_FILE", "INDEX_FILE", "LATEST", "LOG_FILE", "NODES_DIR",
-           "REPORT_FILE", "RESULTS_FILE", "RUN_FOLDER", "TEST_FILE", "TIMELINE_FILE",
-           "resolve_run", "run_started"]
+           "REPORT_FILE", "RESULTS_FILE", "RUN_FOLDER", "SPARK_LOG_FILE", "TEST_FILE",
+           "TIMELINE_FILE", "resolve_run", "run_started"]
 
 TEST_FILE = "test.json"
 HISTORY_FILE = "history.jsonl"
 RESULTS_FILE = "results.json"
 LOG_FILE = "kchaos.log"
 CLIENT_LOG_FILE = "clients.log"
+SPARK_LOG_FILE = "spark.log"
 NODES_DIR = "nodes"
 REPORT_FILE = "report.html"
 TIMELINE_FILE = "timeline.html"

@@ -227,6 +227,11 @@ class _Page:
             for kind, anomaly in anomalies.items():
                 examples = [w for w in anomaly.get("examples") or [] if isinstance(w, Mapping)]
                 note = " (allowed by this configuration)" if kind in allowed else ""
+                if kind in LOSS_KINDS or kind in ELECTION_KINDS:
+                    blocks.append(element(
+                        "p", element("strong", kind), f": {anomaly.get('count')} found{note}; "
+                        "each is a row of ", link("#losses", "Lost writes"), " above"))
+                    continue
                 blocks.append(element(
                     "p", element("strong", kind), f": {anomaly.get('count')} found, "
                     f"{len(examples)} witnesses shown{note}"))
@@ -288,7 +293,7 @@ class _Page:
         periods = nemesis_periods(self.run.ops)
         if not periods:
             return element("p", "No nemesis operations.", class_="muted")
-        rows = [[p.f, f"{p.start / NS:.3f}",
+        rows = [[p.name, f"{p.start / NS:.3f}",
                  "never healed" if p.end is None else f"{p.end / NS:.3f}",
                  "" if p.end is None else f"{(p.end - p.start) / NS:.3f}",
                  json.dumps(p.value, default=repr), join(map(str, p.ops), ", "),
@@ -343,14 +348,18 @@ class _Page:
         failovers = [f for f in stats.get("failovers") or [] if isinstance(f, Mapping)]
         parts.append(element("h3", "Failovers"))
         if failovers:
+            internal = [f for f in failovers if str(f.get("topic")).startswith("__")]
+            rows = [[f"{f.get('topic')}-{f.get('partition')}",
+                     f"{f.get('old-leader')} → {f.get('new-leader')}"
+                     + (" (unclean)" if f.get("unclean") else ""), f.get("selector"),
+                     _seconds(f.get("at-s")), _seconds(f.get("seconds")), f.get("from") or "—"]
+                    for f in failovers if f not in internal]
+            for topic in sorted({str(f.get("topic")) for f in internal}):
+                rows.append(_internal_failovers(topic, [f for f in internal
+                                                        if f.get("topic") == topic]))
             parts.append(table(
                 ["partition", "leader", "selector", "elected at (s)", "failover (s)",
-                 "measured from"],
-                [[f"{f.get('topic')}-{f.get('partition')}",
-                  f"{f.get('old-leader')} → {f.get('new-leader')}"
-                  + (" (unclean)" if f.get("unclean") else ""), f.get("selector"),
-                  _seconds(f.get("at-s")), _seconds(f.get("seconds")), f.get("from") or "—"]
-                 for f in failovers]))
+                 "measured from"], rows))
         else:
             logs = stats.get("event-logs")
             parts.append(element("p", "No leader elections in the controller event logs"
@@ -398,6 +407,22 @@ class _Page:
                             element("pre", json.dumps(c.get("stats") or {}, indent=1,
                                                       default=repr)))
                     for name, c in self.checkers.items())
+
+
+def _internal_failovers(topic: str, changes: Sequence[Mapping[str, Any]]) -> list[Any]:
+    """One row summing up the leader changes of an internal topic (`__consumer_offsets`
+    has fifty partitions), after the workload's own."""
+    partitions = len({f.get("partition") for f in changes})
+    at = [f["at-s"] for f in changes if isinstance(f.get("at-s"), int | float)]
+    took = [f["seconds"] for f in changes if isinstance(f.get("seconds"), int | float)]
+    return [element("em", f"{topic} ({partitions} partitions)"),
+            f"{len(changes)} leader changes"
+            + (f", {unclean} unclean" if (unclean := sum(bool(f.get("unclean"))
+                                                       for f in changes)) else ""),
+            ", ".join(sorted({str(f.get("selector")) for f in changes})),
+            f"{_seconds(min(at))} to {_seconds(max(at))}" if at else "—",
+            f"up to {_seconds(max(took))}" if took else "—",
+            ", ".join(sorted({str(f.get("from") or "—") for f in changes}))]
 
 
 def _verdict_cell(valid: Any) -> Markup:

@@ -42,7 +42,7 @@ from harness.db.launchers import launcher_from_json
 from harness.db.reaper import start_reaper
 from harness.db.zookeeper import ZooKeeperEnsemble, ZooKeeperSettings
 
-__all__ = ["Cluster", "ClusterSpec", "down"]
+__all__ = ["Cluster", "ClusterSpec", "down", "recorded_clusters"]
 
 CLUSTER_FILE = "cluster.json"
 log = logging.getLogger(__name__)
@@ -164,8 +164,7 @@ class Cluster:
         """The cluster of an earlier `up` (the only one recorded, when `prefix` is None)."""
         root = state_root or default_state_root()
         if prefix is None:
-            prefixes = [p for p in backends.runs(root, include_owned=True)
-                        if (root / p / CLUSTER_FILE).exists()]
+            prefixes = recorded_clusters(root)
             if len(prefixes) != 1:
                 raise LookupError(f"{len(prefixes)} clusters recorded under {root}"
                                   + (f" ({', '.join(prefixes)}); name one" if prefixes else ""))
@@ -373,6 +372,13 @@ class Cluster:
                           "role": "+".join(roles), "pids": pids})
         return {"prefix": self.prefix, "bootstrap_servers": self.bootstrap_servers,
                 "zookeeper_connect": self.zookeeper_connect, "nodes": nodes}
+
+
+def recorded_clusters(state_root: Path | None = None) -> list[str]:
+    """The prefixes of the clusters recorded under `state_root` (up, or left behind)."""
+    root = state_root or default_state_root()
+    return [prefix for prefix in backends.runs(root, include_owned=True)
+            if (root / prefix / CLUSTER_FILE).exists()]
 
 
 def down(prefix: str | None = None, state_root: Path | None = None,

@@ -76,3 +76,17 @@ def test_a_busy_serve_port_names_the_port(tmp_path):
     assert done.returncode == 3
     [line] = done.stderr.splitlines()
     assert f"port {port}" in line and "--port" in line
+
+
+def test_the_progress_line_names_faults_as_the_user_asked_in_a_few_words():
+    from harness.progress import describe
+
+    partition = {"f": "start-partition", "fault": "isolate-zookeeper",
+                 "value": {"n1": ["z1", "z2"], "z1": ["n1"], "z2": ["n1"]}}
+    kill = {"f": "kill", "fault": "kill-controller", "value": {"n2": "killed"}}
+    snapshot = {"elapsed": 3.0, "ops_per_second": 10.0, "ok": 5, "fail": 0, "info": 1,
+                "faults": {"start-partition": partition, "kill": kill}}
+    assert describe(snapshot, 10).endswith("faults: isolate-zookeeper, kill-controller n2")
+    old = {"f": "start-partition", "value": {"n1": ["n2"]}}
+    assert describe({**snapshot, "faults": {"start-partition": old}}, 10).endswith(
+        "faults: start-partition")

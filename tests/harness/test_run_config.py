@@ -86,6 +86,8 @@ def test_the_unclean_scenario_layers_its_configuration_and_stages_its_faults():
     test = build_test(config)
     assert [op["f"] for op in test.nemesis.generator] == fs
     assert test.scenario == "unclean-2013" and test.record()["scenario"] == "unclean-2013"
+    record = test.record()
+    assert record["config"]["nemesis"]["nemesis"] == record["nemesis"] != "none"
 
 
 def test_command_line_wins_over_the_scenario():
