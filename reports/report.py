@@ -218,6 +218,7 @@ class _Page:
 
     def _anomalies(self) -> Markup:
         blocks = []
+        lost = self._lost()
         for name, checker in self.checkers.items():
             anomalies = checker.get("anomalies") or {}
             if not anomalies:
@@ -232,15 +233,30 @@ class _Page:
                         "p", element("strong", kind), f": {anomaly.get('count')} found{note}; "
                         "each is a row of ", link("#losses", "Lost writes"), " above"))
                     continue
+                reused = [w for w in examples
+                          if kind == "inconsistent-offsets" and _holds_a_lost_write(w, lost)]
+                examples = [w for w in examples if w not in reused]
+                shown = f", {len(examples)} witnesses shown" if examples or not reused else ""
                 blocks.append(element(
-                    "p", element("strong", kind), f": {anomaly.get('count')} found, "
-                    f"{len(examples)} witnesses shown{note}"))
-                blocks.append(table(
-                    ["time (s)", "process", "ops", "key", "offset", "value", "details", "logs"],
-                    (self._witness_row(w) for w in examples)))
+                    "p", element("strong", kind), f": {anomaly.get('count')} found{shown}{note}",
+                    *([f"; {len(reused)} hold a write that was lost, its offset written "
+                       "again: see ", link("#losses", "Lost writes"), " above"]
+                      if reused else [])))
+                if examples:
+                    blocks.append(table(
+                        ["time (s)", "process", "ops", "key", "offset", "value", "details",
+                         "logs"], (self._witness_row(w) for w in examples)))
         if not blocks:
             return element("p", "No anomalies.", class_="muted")
         return join(blocks)
+
+    def _lost(self) -> set[tuple[str, str]]:
+        """(key, value) of every lost write a witness names, as reprs."""
+        return {(repr(w.get("key")), repr(w.get("value")))
+                for checker in self.checkers.values()
+                for kind, anomaly in (checker.get("anomalies") or {}).items()
+                if kind in LOSS_KINDS or kind in ELECTION_KINDS
+                for w in anomaly.get("examples") or [] if isinstance(w, Mapping)}
 
     def _losses(self) -> Markup:
         losses: dict[tuple[str, str], dict[str, Any]] = {}
@@ -407,6 +423,14 @@ class _Page:
                             element("pre", json.dumps(c.get("stats") or {}, indent=1,
                                                       default=repr)))
                     for name, c in self.checkers.items())
+
+
+def _holds_a_lost_write(witness: Mapping[str, Any], lost: set[tuple[str, str]]) -> bool:
+    """Whether an inconsistent offset holds a lost write (the offset written again after
+    the loss): that write is a row of the lost writes already."""
+    values = witness.get("values")
+    return isinstance(values, list) and any(
+        (repr(witness.get("key")), repr(value)) in lost for value in values)
 
 
 def _internal_failovers(topic: str, changes: Sequence[Mapping[str, Any]]) -> list[Any]:

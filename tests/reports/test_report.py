@@ -337,6 +337,8 @@ def test_a_lost_write_has_one_table_and_the_anomalies_point_to_it(store: Path) -
     assert lost.split("found")[1].startswith("; each is a row of Lost writes above")
     for kind in ("unclean-election-loss", "unexplained-loss", "lost-acknowledged"):
         assert re.search(rf"{kind} : \d+ found[^;]*; each is a row of Lost writes", anomalies)
+    assert ("inconsistent-offsets : 4 found; 4 hold a write that was lost, its offset written "
+            "again: see Lost writes above G1a") in anomalies
 
 
 def test_one_instantaneous_fault_is_one_period_named_as_the_user_asked() -> None:
