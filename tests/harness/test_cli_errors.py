@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import json
+import shutil
 import socket
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -90,3 +92,18 @@ def test_the_progress_line_names_faults_as_the_user_asked_in_a_few_words():
     old = {"f": "start-partition", "value": {"n1": ["n2"]}}
     assert describe({**snapshot, "faults": {"start-partition": old}}, 10).endswith(
         "faults: start-partition")
+
+
+def test_check_of_a_history_cut_mid_line_says_so_without_starting_spark(tmp_path):
+    store = tmp_path / "store"
+    shutil.copytree(Path(__file__).parent.parent / "data" / "store", store, symlinks=True)
+    run = (store / "queue-valid" / "latest").resolve()
+    history = run / "history.jsonl"
+    text = history.read_text()
+    history.write_text(text[:len(text) // 2])
+    done = _kchaos("check", str(run))
+    assert done.returncode == 3, done.stdout + done.stderr
+    first = done.stdout.splitlines()[0]
+    assert first.startswith(f"kchaos: {history}:") and "removed" in first
+    assert "checked" not in done.stdout and "VALID" not in done.stdout
+    assert not (run / "spark.log").exists() and "Spark" not in done.stderr
