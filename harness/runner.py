@@ -205,6 +205,7 @@ def _run_workload(test: Test, record: dict[str, Any], db: RunningDB, run_dir: Pa
                   f"with faults: {', '.join(faults.faults) or 'none'}", file=out, flush=True)
             with _client_logs(run_dir / CLIENT_LOG_FILE) as client_lines, \
                     ProgressPrinter(lambda: {**interpreter.progress.snapshot(),
+                                             "elapsed": clock() / 1e9,
                                              "client_log_lines": client_lines.count},
                                     test.time_limit):
                 interpreter.run(generator)

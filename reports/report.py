@@ -364,15 +364,19 @@ class _Page:
         failovers = [f for f in stats.get("failovers") or [] if isinstance(f, Mapping)]
         parts.append(element("h3", "Failovers"))
         if failovers:
-            internal = [f for f in failovers if str(f.get("topic")).startswith("__")]
-            rows = [[f"{f.get('topic')}-{f.get('partition')}",
-                     f"{f.get('old-leader')} → {f.get('new-leader')}"
-                     + (" (unclean)" if f.get("unclean") else ""), f.get("selector"),
-                     _seconds(f.get("at-s")), _seconds(f.get("seconds")), f.get("from") or "—"]
-                    for f in failovers if f not in internal]
-            for topic in sorted({str(f.get("topic")) for f in internal}):
-                rows.append(_internal_failovers(topic, [f for f in internal
-                                                        if f.get("topic") == topic]))
+            internal: dict[str, list[Mapping[str, Any]]] = {}
+            rows = []
+            for f in failovers:
+                if str(f.get("topic")).startswith("__"):
+                    internal.setdefault(str(f.get("topic")), []).append(f)
+                    continue
+                rows.append([f"{f.get('topic')}-{f.get('partition')}",
+                             f"{f.get('old-leader')} → {f.get('new-leader')}"
+                             + (" (unclean)" if f.get("unclean") else ""), f.get("selector"),
+                             _seconds(f.get("at-s")), _seconds(f.get("seconds")),
+                             f.get("from") or "—"])
+            rows += [_internal_failovers(topic, changes)
+                     for topic, changes in sorted(internal.items())]
             parts.append(table(
                 ["partition", "leader", "selector", "elected at (s)", "failover (s)",
                  "measured from"], rows))
@@ -439,10 +443,9 @@ def _internal_failovers(topic: str, changes: Sequence[Mapping[str, Any]]) -> lis
     partitions = len({f.get("partition") for f in changes})
     at = [f["at-s"] for f in changes if isinstance(f.get("at-s"), int | float)]
     took = [f["seconds"] for f in changes if isinstance(f.get("seconds"), int | float)]
+    unclean = sum(bool(f.get("unclean")) for f in changes)
     return [element("em", f"{topic} ({partitions} partitions)"),
-            f"{len(changes)} leader changes"
-            + (f", {unclean} unclean" if (unclean := sum(bool(f.get("unclean"))
-                                                       for f in changes)) else ""),
+            f"{len(changes)} leader changes" + (f", {unclean} unclean" if unclean else ""),
             ", ".join(sorted({str(f.get("selector")) for f in changes})),
             f"{_seconds(min(at))} to {_seconds(max(at))}" if at else "—",
             f"up to {_seconds(max(took))}" if took else "—",

@@ -45,9 +45,12 @@ def _kchaos(*args: str) -> subprocess.CompletedProcess:
     (["--rate", "0"], "kchaos run: --rate must be > 0, got 0"),
     (["--op-timeout", "0"], "kchaos run: --op-timeout must be > 0 seconds, got 0"),
     (["--nodes", "x"], "kchaos run: --nodes must be a whole number, got 'x'"),
+    (["--tries", "0"], "kchaos shrink: --tries must be >= 1, got 0"),
+    (["--max-minutes", "0"], "kchaos shrink: --max-minutes must be > 0, got 0"),
 ])
 def test_a_bad_flag_is_named_alone_in_the_users_words(args, message):
-    done = _kchaos("run", *args)
+    command = message.split(":")[0].split()[1]
+    done = _kchaos(command, *(["run-folder"] if command == "shrink" else []), *args)
     assert done.returncode == 3
     assert done.stderr.splitlines() == [message]
 
