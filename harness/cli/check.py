@@ -19,11 +19,8 @@ from checker.formats import QUEUE_FORMATS
 from checker.history import Op
 from checker.registry import NEED_NODE_LOGS, checker_names, composed
 from harness import exit_codes
-from harness.config import ConfigError
 from harness.db.kchaos import KchaosOptions
-from harness.options import Declared, add_arguments, declared, layered
-from reports.layout import resolve_run
-from reports.summary import headline, summary_lines
+from harness.options import ConfigError, Declared, add_arguments, declared, layered
 from workloads.registry import WORKLOADS
 
 __all__ = ["add_commands"]
@@ -83,6 +80,7 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
 def _check(args: argparse.Namespace) -> int:
     from checker.spark import SparkJobFailed
     from harness.runner import check_runs
+    from reports.layout import resolve_run
 
     try:
         run_dirs = [resolve_run(run_dir) for run_dir in args.run_dirs]
@@ -114,7 +112,6 @@ def _contract(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def _check_history(args: argparse.Namespace) -> int:
-    from checker.spark import SparkJobFailed
     from checker.spark_queue import is_shared
 
     started = time.monotonic()
@@ -150,6 +147,8 @@ def _check_history(args: argparse.Namespace) -> int:
     if args.local:
         checked.update({file: checker.check(test, loaded[file], {}) for file in todo})
     elif todo:
+        from checker.spark import SparkJobFailed
+
         try:
             checked.update(_check_on_spark(test, checker, todo, loaded, args.spark_master))
         except SparkJobFailed as error:
@@ -259,6 +258,8 @@ def _finish(files: list[str], checked: dict[str, Result | Exception], json_path:
             print(f"kchaos check-history: {outcome}", file=sys.stderr)
             bodies.append({"file": file, "error": str(outcome)})
             continue
+        from reports.summary import headline, summary_lines  # loads matplotlib: only now
+
         for line in summary_lines(outcome):
             print(line)
         body = outcome.to_json()
