@@ -10,7 +10,9 @@ Definitions:
   completion of a client `send` or `txn` op, at the completion's time. Nothing
   else (fail, info, polls) counts.
 - The client phase runs from the first client op (invoke or completion; nemesis
-  ops left out) to the last one, both included.
+  ops left out) to the last one, both included, but ends at the test's
+  `time_limit` (seconds) when it has one: the heal, recovery and final reads
+  that follow send nothing, so they would count as a stall of every key.
 - Buckets are the seconds [s, s+1) of history time. `overall` counts the buckets
   that overlap the client phase, and those holding no ok send.
 - A fault window is a nemesis fault from its start op to its stop op
@@ -111,7 +113,7 @@ def _send_keys(value: Any) -> list[Any]:
 def fault_windows(history: Iterable[Op]) -> list[FaultWindow]:
     """The lasting fault periods (`checker.history.nemesis_periods`), in start order;
     instantaneous faults left out."""
-    return [(p.f, p.value, p.start, p.end) for p in nemesis_periods(list(history))
+    return [(p.name, p.value, p.start, p.end) for p in nemesis_periods(list(history))
             if not p.instantaneous]
 
 
@@ -132,10 +134,10 @@ def write_stalls(history: Sequence[Op], sends: Sequence[tuple[int, Any]],
         keys.setdefault(_hashable(key), []).append(when)
     stalls = []
     for key, times in sorted(keys.items(), key=lambda kv: repr(kv[0])):
-        edges = [first, *sorted(times), last]
-        start, end = max(pairwise(edges), key=lambda g: g[1] - g[0])
+        inside = sorted(when for when in times if first <= when <= last)
+        start, end = max(pairwise([first, *inside, last]), key=lambda g: g[1] - g[0])
         stalls.append({"key": key, "seconds": _s(end - start), "start-s": _s(start),
-                       "end-s": _s(end), "ok-sends": len(times)})
+                       "end-s": _s(end), "ok-sends": len(inside)})
     return stalls
 
 
@@ -232,6 +234,9 @@ class AvailabilityChecker:
                           "fault-windows": [], "write-stalls": []})
             return Result(True, stats=stats, seconds=time.monotonic() - started)
         first, last = min(client), max(client)
+        limit = test.get("time_limit")
+        if isinstance(limit, int | float) and not isinstance(limit, bool) and limit > 0:
+            last = max(first, min(last, int(limit * NS)))
         sends = ok_sends(history)
         busy = {when // NS for when, _ in sends}
         phase = range(first // NS, last // NS + 1)

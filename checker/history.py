@@ -22,7 +22,7 @@ import re
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal, TextIO, get_args
 
 from checker.errors import HistoryError
@@ -594,27 +594,29 @@ def _edn_string(text: str) -> str:
 @dataclass(frozen=True)
 class NemesisPeriod:
     """A fault in force from `start` to `end` (ns since the test started; None: never healed).
-    An instantaneous fault (restart, expire-session) has `end == start`."""
+    An instantaneous fault (restart, expire-session) lasts from its request to its result.
+    `name` is the fault as the user asked for it (the ops' `fault`, else `f`)."""
 
     f: str
     start: int
     end: int | None
     value: Any
     ops: tuple[int, ...]
-
-    @property
-    def instantaneous(self) -> bool:
-        return len(self.ops) == 1 and self.end == self.start
+    name: str
+    instantaneous: bool = False
 
 
 def nemesis_periods(ops: list[Op]) -> list[NemesisPeriod]:
     """Faults in force over time, from the nemesis ops (completions, or lone info ops): a
     lasting fault from the invocation of its start op (a targeted fault acts before it
-    completes) to the completion of its stop op or the next `heal`, in start order."""
+    completes) to the completion of its stop op or the next `heal`, in start order. An
+    instantaneous fault recorded as Jepsen does, its request then its result (two info ops
+    of one f in a row), is one period holding the result."""
     periods: list[NemesisPeriod] = []
-    open_faults: dict[str, tuple[int, Any, list[int]]] = {}
+    open_faults: dict[str, tuple[int, Any, list[int], str]] = {}
     invoked: dict[str, int] = {}
     stop_of = dict(FAULT_STOPS)
+    requested: NemesisPeriod | None = None
     for op in ops:
         if op.process != NEMESIS:
             continue
@@ -630,14 +632,23 @@ def nemesis_periods(ops: list[Op]) -> list[NemesisPeriod]:
             starts_for_stop = list(open_faults)
         if starts_for_stop:
             for start in starts_for_stop:
-                began, value, indices = open_faults.pop(start)
+                began, value, indices, name = open_faults.pop(start)
                 periods.append(NemesisPeriod(start, began, op.time, value,
-                                             (*indices, op.index)))
+                                             (*indices, op.index), name))
         elif f in stop_of:
             if f not in open_faults:
-                open_faults[f] = (invoked_at, op.value, [op.index])
+                open_faults[f] = (invoked_at, op.value, [op.index], op.extra.get("fault") or f)
         elif f != HEAL and f not in stop_of.values():
-            periods.append(NemesisPeriod(f, op.time, op.time, op.value, (op.index,)))
-    for start, (began, value, indices) in open_faults.items():
-        periods.append(NemesisPeriod(start, began, None, value, tuple(indices)))
+            if requested is not None and requested.f == f:
+                periods[-1] = replace(requested, end=op.time, value=op.value,
+                                      ops=(*requested.ops, op.index))
+                requested = None
+                continue
+            periods.append(NemesisPeriod(f, op.time, op.time, op.value, (op.index,),
+                                         op.extra.get("fault") or f, instantaneous=True))
+            requested = periods[-1]
+            continue
+        requested = None
+    for start, (began, value, indices, name) in open_faults.items():
+        periods.append(NemesisPeriod(start, began, None, value, tuple(indices), name))
     return sorted(periods, key=lambda p: p.start)

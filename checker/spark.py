@@ -50,11 +50,14 @@ Unit = tuple[int, str, Hashable, list[Operation]]
 
 
 @contextmanager
-def spark_session(master: str = DEFAULT_MASTER, app_name: str = "kchaos") -> Iterator[Any]:
+def spark_session(master: str = DEFAULT_MASTER, app_name: str = "kchaos",
+                  log: Path | None = None) -> Iterator[Any]:
     """A Spark session with `checker` shipped to its executors.
 
     A session that was already running, started by any thread, is reused as it is (the
     caller that started it shipped `checker` and stops it); otherwise it is stopped on exit.
+    With `log`, a JVM this call starts writes its output (Spark's start-up lines, the JVM's
+    warnings) there instead of to this process's terminal.
     """
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
@@ -62,6 +65,8 @@ def spark_session(master: str = DEFAULT_MASTER, app_name: str = "kchaos") -> Ite
     from pyspark.sql import SparkSession
 
     already_running = _session_running()
+    if log is not None and not already_running:
+        _start_jvm(log)
     session = (
         SparkSession.builder.master(master)
         .appName(app_name)
@@ -81,6 +86,20 @@ def spark_session(master: str = DEFAULT_MASTER, app_name: str = "kchaos") -> Ite
             yield session
         finally:
             session.stop()
+
+
+def _start_jvm(log: Path) -> None:
+    """Start the JVM that Spark's driver runs in, unless one runs, its output appended to
+    `log` (pyspark's `popen_kwargs` of `launch_gateway`)."""
+    from pyspark import SparkContext
+    from pyspark.java_gateway import launch_gateway
+
+    with SparkContext._lock:
+        if SparkContext._gateway is not None:
+            return
+        with open(log, "ab") as out:
+            gateway = launch_gateway(popen_kwargs={"stdout": out, "stderr": out})
+        SparkContext._ensure_initialized(gateway=gateway)
 
 
 def _session_running() -> bool:

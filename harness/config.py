@@ -17,7 +17,7 @@ from typing import Any
 
 from harness.control.backends import BackendOptions
 from harness.db.registry import DBS
-from harness.options import ConfigError, Declared, build, declared, layered
+from harness.options import ConfigError, Declared, build, declared, layered, origins
 from harness.scenarios import SCENARIOS
 from nemesis.package import NemesisOptions
 from workloads.registry import WORKLOADS
@@ -60,9 +60,11 @@ class RunOptions:
         if not 1 <= self.nodes <= 99:
             raise ValueError("nodes must be 1 to 99")
         if self.time_limit <= 0:
-            raise ValueError("time_limit must be > 0 seconds")
-        if self.recovery_seconds < 0 or self.final_read_seconds <= 0:
-            raise ValueError("recovery_seconds must be >= 0 and final_read_seconds > 0")
+            raise ValueError(f"time_limit must be > 0 seconds, got {self.time_limit:g}")
+        if self.recovery_seconds < 0:
+            raise ValueError(f"recovery_seconds must be >= 0, got {self.recovery_seconds:g}")
+        if self.final_read_seconds <= 0:
+            raise ValueError(f"final_read_seconds must be > 0, got {self.final_read_seconds:g}")
         if self.name is not None and (not self.name or "/" in self.name
                                       or self.name.startswith(".")):
             raise ValueError(f"name must be a plain folder name, got {self.name!r}")
@@ -133,7 +135,7 @@ def load_config(toml_path: Path | None = None,
                                   f"{', '.join(sorted(known))}")
     layers.append(("command line", given))
     run_values = layered(declared(RunOptions), layers)
-    run = build(RunOptions, run_values, _source(layers, run_values))
+    run = build(RunOptions, run_values, origins(layers, run_values))
     scenario = SCENARIOS.get(run.scenario or "")
     if scenario is not None:
         layers.insert(-1, (f"scenario {scenario.name}",
@@ -142,15 +144,9 @@ def load_config(toml_path: Path | None = None,
     parts: dict[str, Any] = {}
     for section, options in chosen.items():
         values = layered(declared(options), layers)
-        parts[section] = build(options, values, _source(layers, values))
+        parts[section] = build(options, values, origins(layers, values))
     _refuse_foreign(layers, chosen, known)
     return TestConfig(**parts)
-
-
-def _source(layers: list[tuple[str, dict[str, Any]]], values: Mapping[str, Any]) -> str:
-    """Which layers set any of `values` (for an error message)."""
-    sources = [source for source, layer in layers if any(name in layer for name in values)]
-    return " and ".join(sources) or "defaults"
 
 
 def _refuse_foreign(layers: list[tuple[str, dict[str, Any]]], chosen: Mapping[str, type],

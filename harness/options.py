@@ -19,8 +19,11 @@ import typing
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-__all__ = ["ConfigError", "Declared", "add_arguments", "build", "declared", "layered",
-           "parse_pairs", "typed"]
+__all__ = ["COMMAND_LINE", "ConfigError", "Declared", "add_arguments", "build", "declared",
+           "layered", "origins", "parse_pairs", "typed"]
+
+# The layer of values given as flags: errors about them name the flag.
+COMMAND_LINE = "command line"
 
 
 class ConfigError(ValueError):
@@ -153,14 +156,29 @@ def typed(option: Declared, value: Any, source: str) -> Any:
         elif not isinstance(value, Mapping | list | bool):
             text = str(value)
             if option.choices and text not in option.choices:
-                raise ConfigError(f"{source}: {option.name} must be one of "
+                raise ConfigError(f"{_subject(option, source)} must be one of "
                                   f"{', '.join(option.choices)}, got {text!r}")
             return text
     except (TypeError, ValueError) as error:
         if isinstance(error, ConfigError):
             raise
-    expected = "a table of KEY = VALUE" if option.kind == "mapping" else option.kind
-    raise ConfigError(f"{source}: {option.name} must be {expected}, got {value!r}")
+    raise ConfigError(f"{_subject(option, source)} must be {_expected(option)}, "
+                      f"got {value!r}")
+
+
+def _subject(option: Declared, source: str) -> str:
+    """The option as the user gave it: its flag, or its key in the file `source`."""
+    return option.flag if source == option.flag else f"{source}: {option.name}"
+
+
+def _expected(option: Declared) -> str:
+    if option.kind == "mapping":
+        return "a table of KEY = VALUE"
+    seconds = option.metavar == "SECONDS" or option.name.endswith("_seconds")
+    if option.kind in ("int", "float") and seconds:
+        return "a number of seconds"
+    return {"int": "a whole number", "float": "a number", "bool": "true or false",
+            "str": "text"}[option.kind]
 
 
 def layered(options: Iterable[Declared],
@@ -173,7 +191,7 @@ def layered(options: Iterable[Declared],
         for source, layer in layers:
             if layer.get(option.name) is None:
                 continue
-            blamed = option.flag if source == "command line" else source
+            blamed = option.flag if source == COMMAND_LINE else source
             value = typed(option, layer[option.name], blamed)
             if option.kind == "mapping":
                 value = {**values.get(option.name, option.default), **value}
@@ -187,10 +205,40 @@ def _property(value: Any) -> str:
     return str(value)
 
 
-def build(options: type, values: Mapping[str, Any], source: str) -> Any:
+def build(options: type, values: Mapping[str, Any], source: str | Mapping[str, str]) -> Any:
     """The part's options dataclass from already typed values; its own validation errors
-    (ValueError from `__post_init__`) become ConfigError naming `source`."""
+    (ValueError from `__post_init__`, its message starting with the option's name) become
+    ConfigError naming the option as the user gave it: its flag when it came from the
+    "command line", else its key after where it came from. `source` is where every value
+    came from, or a mapping of option name to it (`origins`)."""
     try:
         return options(**values)
     except ValueError as error:
-        raise ConfigError(f"{source}: {error}") from error
+        raise ConfigError(_in_user_words(str(error), declared(options), source)) from error
+
+
+def origins(layers: Sequence[tuple[str, Mapping[str, Any]]],
+            values: Mapping[str, Any]) -> dict[str, str]:
+    """Which layer gave each of `values` (the last one that set it, as `layered` takes)."""
+    found = {}
+    for source, layer in layers:
+        for name in values:
+            if layer.get(name) is not None:
+                found[name] = source
+    return found
+
+
+def _in_user_words(message: str, options: Iterable[Declared],
+                   source: str | Mapping[str, str]) -> str:
+    def origin(name: str) -> str:
+        return source if isinstance(source, str) else source.get(name, "defaults")
+
+    for option in options:
+        if message.startswith(option.name + " "):
+            where = origin(option.name)
+            if where == COMMAND_LINE:
+                return option.flag + message[len(option.name):]
+            return f"{where}: {message}"
+    sources = [source] if isinstance(source, str) else list(dict.fromkeys(source.values()))
+    where = " and ".join(s for s in sources if s != COMMAND_LINE)
+    return f"{where}: {message}" if where else message

@@ -19,12 +19,21 @@ def describe(snapshot: Mapping[str, Any], time_limit: float) -> str:
     elapsed = snapshot["elapsed"]
     remaining = max(0.0, time_limit - elapsed)
     phase = f"{remaining:4.0f}s left" if remaining > 0 else "final phase"
-    faults = ", ".join(f"{f} {value}" for f, value in snapshot["faults"].items()) or "none"
+    faults = ", ".join(_fault(f, op) for f, op in snapshot["faults"].items()) or "none"
     clients = snapshot.get("client_log_lines")
     logged = f"  client log lines {clients} (clients.log)" if clients else ""
     return (f"[{elapsed:5.0f}s, {phase}] {snapshot['ops_per_second']:6.1f} ops/s  "
             f"ok {snapshot['ok']}  fail {snapshot['fail']}  info {snapshot['info']}  "
             f"faults: {faults}{logged}")
+
+
+def _fault(f: str, op: Mapping[str, Any]) -> str:
+    """A fault in force in a few words: its name as the user asked for it, and the nodes
+    it acted on when its result names them one by one (`kill n2`), not a partition map."""
+    value = op.get("value")
+    nodes = (sorted(value) if isinstance(value, Mapping) and value
+             and all(isinstance(what, str) for what in value.values()) else [])
+    return " ".join([op.get("fault") or f, ",".join(map(str, nodes))]).strip()
 
 
 class ProgressPrinter:

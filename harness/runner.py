@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 
 from checker.checkers import Composed, Result
 from checker.errors import HistoryError
-from checker.history import HistoryWriter
+from checker.history import HistoryWriter, read_history
 from checker.registry import composed
 from harness import exit_codes
 from harness.db.part import RunningDB
@@ -38,6 +38,7 @@ from harness.store import (
     LOG_FILE,
     NODES_DIR,
     RESULTS_FILE,
+    SPARK_LOG_FILE,
     TEST_FILE,
     create_run,
     index_store,
@@ -89,7 +90,7 @@ def run_test(test: Test, out: TextIO = sys.stdout) -> RunOutcome:
                 print(f"kchaos: history and node logs stored in {run_dir}, not checked "
                       f"(no_check; `kchaos check {run_dir}` checks it)", file=out, flush=True)
                 return RunOutcome(run_dir, exit_codes.VALID, None)
-            with _background_spark(test.spark_master) as spark:
+            with _background_spark(test.spark_master, run_dir / SPARK_LOG_FILE) as spark:
                 _run_db_phase(test, record, run_dir, out)
                 results = _check(spark.session(), test.checker, run_dir, out)
         except (KeyboardInterrupt, Interrupted) as stop:
@@ -125,29 +126,37 @@ def check_runs(run_dirs: Sequence[Path], spark_master: str = "local[*]",
     from checker.spark import check_histories_on_spark, spark_session
 
     out = out or sys.stdout
-    jobs = []
+    checked: dict[Path, Result | HistoryError] = {}
+    jobs, good = [], []
     for run_dir in run_dirs:
         test = read_test(run_dir)
         names = test.get("checkers") or WORKLOADS[test.get("workload", "queue")].checkers
         history = run_dir / HISTORY_FILE
+        try:
+            for _ in read_history(history):
+                pass
+        except HistoryError as error:
+            checked[run_dir] = error
+            continue
         source = history.resolve().as_uri() if shared_store else history
         jobs.append((test, source, composed(names), {"store_dir": str(run_dir)}))
-    started = time.monotonic()
-    with spark_session(spark_master) as session:
-        checked = check_histories_on_spark(session, jobs)
-    print(f"kchaos: checked {len(jobs)} run(s) in {time.monotonic() - started:.1f} s", file=out,
-          flush=True)
-    return [_record(run_dir, results, out) for run_dir, results in zip(run_dirs, checked,
-                                                                       strict=True)]
+        good.append(run_dir)
+    if jobs:
+        started = time.monotonic()
+        with spark_session(spark_master, log=good[0] / SPARK_LOG_FILE) as session:
+            checked.update(zip(good, check_histories_on_spark(session, jobs), strict=True))
+        print(f"kchaos: checked {len(jobs)} run(s) in {time.monotonic() - started:.1f} s",
+              file=out, flush=True)
+    return [_record(run_dir, checked[run_dir], out) for run_dir in run_dirs]
 
 
 def _record(run_dir: Path, results: Result | HistoryError, out: TextIO) -> RunOutcome:
     """Write a re-checked run's results and report; a malformed history removes them."""
     if isinstance(results, HistoryError):
         (run_dir / RESULTS_FILE).unlink(missing_ok=True)
-        _report(run_dir.parent.parent, run_dir, out)
         print(f"kchaos: {results}; the earlier results are removed, the report says why",
               file=out, flush=True)
+        _report(run_dir.parent.parent, run_dir, out)
         return RunOutcome(run_dir, exit_codes.ERROR, None)
     _write_results(run_dir, results)
     _report(run_dir.parent.parent, run_dir, out)
@@ -206,6 +215,7 @@ def _run_workload(test: Test, record: dict[str, Any], db: RunningDB, run_dir: Pa
                       f"with faults: {', '.join(faults.faults) or 'none'}", file=out, flush=True)
                 with _client_logs(run_dir / CLIENT_LOG_FILE) as client_lines, \
                         ProgressPrinter(lambda: {**interpreter.progress.snapshot(),
+                                                 "elapsed": clock() / 1e9,
                                                  "client_log_lines": client_lines.count},
                                         test.time_limit):
                     interpreter.run(generator)
@@ -313,10 +323,10 @@ def _faults(faults: Package, db: RunningDB) -> Iterator[None]:
 class _BackgroundSpark:
     """A Spark session started in a thread while the test runs (it takes seconds)."""
 
-    def __init__(self, master: str) -> None:
+    def __init__(self, master: str, log: Path) -> None:
         from checker.spark import spark_session
 
-        self._manager = spark_session(master)
+        self._manager = spark_session(master, log=log)
         self._ready = threading.Event()
         self._session: Any = None
         self._error: BaseException | None = None
@@ -344,8 +354,8 @@ class _BackgroundSpark:
 
 
 @contextlib.contextmanager
-def _background_spark(master: str) -> Iterator[_BackgroundSpark]:
-    spark = _BackgroundSpark(master)
+def _background_spark(master: str, log: Path) -> Iterator[_BackgroundSpark]:
+    spark = _BackgroundSpark(master, log)
     try:
         yield spark
     finally:

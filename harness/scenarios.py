@@ -27,9 +27,10 @@ class Scenario:
     faults: tuple[str, ...] = field(default=())
 
 
-def _at(seconds: float, f: str, value: Any) -> dict:
+def _at(seconds: float, f: str, value: Any, fault: str) -> dict:
+    """A nemesis op at `seconds`; `fault` names it as the scenario's faults do."""
     return {"type": "info", "process": "nemesis", "f": f, "value": value,
-            "time": int(seconds * NS_PER_SECOND)}
+            "time": int(seconds * NS_PER_SECOND), "fault": fault}
 
 
 def _unclean_2013(broker_config: Mapping[str, str]) -> tuple[dict, ...]:
@@ -45,9 +46,9 @@ def _unclean_2013(broker_config: Mapping[str, str]) -> tuple[dict, ...]:
     heal = expire + 8.0
     leader = {"target": "leader", "topic": "kchaos", "partition": 0}
     return (
-        _at(isolated, "start-partition", target),
-        _at(expire, "expire-session", leader),
-        _at(heal, "stop-partition", None),
+        _at(isolated, "start-partition", target, "leader-from-followers"),
+        _at(expire, "expire-session", leader, "expire-session"),
+        _at(heal, "stop-partition", None, "leader-from-followers"),
     )
 
 

@@ -3,7 +3,8 @@
     store/<test-name>/<YYYYMMDDTHHMMSS>/   one run: test.json, progress.json, history.jsonl,
                                            results.json, report.html, timeline.html, plots,
                                            kchaos.log, clients.log (the client libraries'
-                                           logs), nodes/<node>/ (that node's logs)
+                                           logs), spark.log (Spark's and its JVM's output),
+                                           nodes/<node>/ (that node's logs)
     store/latest, store/<test-name>/latest links to the newest run
     store/index.html                       every run of the store
 
@@ -31,7 +32,8 @@ from reports.index import write_index
 from reports.run import RunFiles, merged_test
 
 __all__ = ["CLIENT_LOG_FILE", "HISTORY_FILE", "LATEST", "LOG_FILE", "NODES_DIR",
-           "PROGRESS_FILE", "RESULTS_FILE", "RUN_FOLDER", "TEST_FILE", "create_run",
+           "PROGRESS_FILE", "RESULTS_FILE", "RUN_FOLDER", "SPARK_LOG_FILE", "TEST_FILE",
+           "create_run",
            "index_store", "read_test", "resolve_run", "run_files", "run_started",
            "stored_runs", "write_json", "write_progress"]
 
@@ -41,6 +43,7 @@ HISTORY_FILE = "history.jsonl"
 RESULTS_FILE = "results.json"
 LOG_FILE = "kchaos.log"
 CLIENT_LOG_FILE = "clients.log"
+SPARK_LOG_FILE = "spark.log"
 NODES_DIR = "nodes"
 LATEST = "latest"
 RUN_FOLDER = re.compile(r"\d{8}T\d{6}(-\d+)?\Z")

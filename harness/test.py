@@ -108,12 +108,18 @@ def build_test(config: TestConfig) -> Test:
         nemesis=nemesis, checker=checker,
         recovery_seconds=run.recovery_seconds, final_read_seconds=run.final_read_seconds,
         spark_master=run.spark_master, scenario=run.scenario,
-        config=_with_seed(config.to_json(), seed), check=not run.no_check)
+        config=_as_run(config.to_json(), seed, nemesis if run.scenario else None),
+        check=not run.no_check)
 
 
-def _with_seed(sections: dict[str, Any], seed: int) -> dict[str, Any]:
-    """The configuration as recorded: the seed chosen, so the run can be repeated."""
-    return {**sections, "run": {**sections["run"], "seed": seed}}
+def _as_run(sections: dict[str, Any], seed: int, staged: Package | None) -> dict[str, Any]:
+    """The configuration as recorded: the seed chosen, so the run can be repeated, and the
+    faults a scenario staged (its own nemesis option is "none"), as test.json's `nemesis`."""
+    recorded = {**sections, "run": {**sections["run"], "seed": seed}}
+    if staged is not None:
+        recorded["nemesis"] = {**sections["nemesis"],
+                               "nemesis": ",".join(staged.faults) or "none"}
+    return recorded
 
 
 def _nemesis(config: TestConfig, seed: int) -> Package:

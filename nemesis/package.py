@@ -269,10 +269,13 @@ class Package:
     consumers: Consumers = field(default_factory=Consumers)
 
 
-def _op(f: str, value: Any = None, time: int | None = None) -> dict:
+def _op(f: str, value: Any = None, time: int | None = None, fault: str | None = None) -> dict:
+    """A nemesis op; `fault` names the fault as the user asked for it (reports show it)."""
     op = {"type": "info", "process": "nemesis", "f": f, "value": value}
     if time is not None:
         op["time"] = time
+    if fault is not None:
+        op["fault"] = fault
     return op
 
 
@@ -291,10 +294,10 @@ def schedule_ops(faults: Sequence[str], seed: int, time_limit: float,
             break
         name = rng.choice(list(faults))
         fault = FAULTS[name]
-        ops.append(_op(fault.start, rng.choice(fault.values), int(now * 1e9)))
+        ops.append(_op(fault.start, rng.choice(fault.values), int(now * 1e9), name))
         if fault.stop:
             now += max(rng.uniform(0, 2 * interval), (holds or {}).get(name, 0.0))
-            ops.append(_op(fault.stop, None, int(min(now, time_limit) * 1e9)))
+            ops.append(_op(fault.stop, None, int(min(now, time_limit) * 1e9), name))
     return tuple(ops)
 
 

@@ -22,7 +22,7 @@ from checker.events import ControllerEvent
 from checker.history import NEMESIS, Op
 from reports.run import NemesisPeriod, Run, nemesis_periods
 
-__all__ = ["Plot", "Span", "client_spans", "write_plots"]
+__all__ = ["Plot", "Span", "client_spans", "gapped", "write_plots"]
 
 NS = 1e9
 SIZE = (11, 4)
@@ -114,19 +114,20 @@ def _shade(axes: Sequence[Any], periods: Sequence[NemesisPeriod], end: float) ->
     colors: dict[str, str] = {}
     handles = []
     for period in periods:
-        if period.f not in colors:
-            colors[period.f] = FAULT_COLORS[len(colors) % len(FAULT_COLORS)]
-        color = colors[period.f]
+        name = period.name
+        if name not in colors:
+            colors[name] = FAULT_COLORS[len(colors) % len(FAULT_COLORS)]
+        color = colors[name]
         start = period.start / NS
         stop = end if period.end is None else period.end / NS
         for ax in axes:
             if stop > start:
                 handle = ax.axvspan(start, stop, color=color, alpha=0.3, linewidth=0,
-                                    label=period.f)
+                                    label=name)
             else:
                 handle = ax.axvline(start, color=color, linewidth=1.5, linestyle="--",
-                                    label=period.f)
-        if period.f not in {h.get_label() for h in handles}:
+                                    label=name)
+        if name not in {h.get_label() for h in handles}:
             handles.append(handle)
     return handles
 
@@ -178,6 +179,16 @@ def _buckets(spans: Sequence[Span]) -> tuple[np.ndarray, float]:
     return np.array([s.start / NS for s in spans]) // width, width
 
 
+def gapped(keys: np.ndarray, values: Sequence[float],
+           width: float) -> tuple[np.ndarray, np.ndarray]:
+    """Bucket centres and their values, with a NaN between buckets that are not adjacent:
+    the line then has a gap over the seconds without data instead of crossing them."""
+    x = (np.asarray(keys, dtype=float) + 0.5) * width
+    y = np.asarray(values, dtype=float)
+    breaks = np.nonzero(np.diff(keys) > 1)[0] + 1
+    return np.insert(x, breaks, np.nan), np.insert(y, breaks, np.nan)
+
+
 def _latency_quantiles(spans: Sequence[Span], periods: Sequence[NemesisPeriod],
                        out: Path) -> Plot | None:
     ok = [s for s in spans if s.status == "ok" and s.end is not None]
@@ -189,10 +200,10 @@ def _latency_quantiles(spans: Sequence[Span], periods: Sequence[NemesisPeriod],
     keys, starts = np.unique(buckets[order], return_index=True)
     groups = np.split(latency[order], starts[1:])
     figure, (ax,) = _figure()
-    x = (keys + 0.5) * width
     for q in QUANTILES:
         label = "max" if q == 1.0 else f"p{q * 100:g}"
-        ax.plot(x, [np.quantile(g, q) for g in groups], marker=".", linewidth=1.2, label=label)
+        ax.plot(*gapped(keys, [np.quantile(g, q) for g in groups], width), marker=".",
+                linewidth=1.2, label=label)
     faults = _shade([ax], periods, _end_seconds(spans))
     ax.set_yscale("log")
     ax.set_xlabel("time since test start (s)")

@@ -219,6 +219,7 @@ class _Page:
 
     def _anomalies(self) -> Markup:
         blocks = []
+        lost = self._lost()
         for name, checker in self.checkers.items():
             anomalies = checker.get("anomalies") or {}
             if not anomalies:
@@ -228,15 +229,35 @@ class _Page:
             for kind, anomaly in anomalies.items():
                 examples = [w for w in anomaly.get("examples") or [] if isinstance(w, Mapping)]
                 note = " (allowed by this configuration)" if kind in allowed else ""
+                if kind in LOSS_KINDS or kind in ELECTION_KINDS:
+                    blocks.append(element(
+                        "p", element("strong", kind), f": {anomaly.get('count')} found{note}; "
+                        "each is a row of ", link("#losses", "Lost writes"), " above"))
+                    continue
+                reused = [w for w in examples
+                          if kind == "inconsistent-offsets" and _holds_a_lost_write(w, lost)]
+                examples = [w for w in examples if w not in reused]
+                shown = f", {len(examples)} witnesses shown" if examples or not reused else ""
                 blocks.append(element(
-                    "p", element("strong", kind), f": {anomaly.get('count')} found, "
-                    f"{len(examples)} witnesses shown{note}"))
-                blocks.append(table(
-                    ["time (s)", "process", "ops", "key", "offset", "value", "details", "logs"],
-                    (self._witness_row(w) for w in examples)))
+                    "p", element("strong", kind), f": {anomaly.get('count')} found{shown}{note}",
+                    *([f"; {len(reused)} hold a write that was lost, its offset written "
+                       "again: see ", link("#losses", "Lost writes"), " above"]
+                      if reused else [])))
+                if examples:
+                    blocks.append(table(
+                        ["time (s)", "process", "ops", "key", "offset", "value", "details",
+                         "logs"], (self._witness_row(w) for w in examples)))
         if not blocks:
             return element("p", "No anomalies.", class_="muted")
         return join(blocks)
+
+    def _lost(self) -> set[tuple[str, str]]:
+        """(key, value) of every lost write a witness names, as reprs."""
+        return {(repr(w.get("key")), repr(w.get("value")))
+                for checker in self.checkers.values()
+                for kind, anomaly in (checker.get("anomalies") or {}).items()
+                if kind in LOSS_KINDS or kind in ELECTION_KINDS
+                for w in anomaly.get("examples") or [] if isinstance(w, Mapping)}
 
     def _losses(self) -> Markup:
         losses: dict[tuple[str, str], dict[str, Any]] = {}
@@ -289,7 +310,7 @@ class _Page:
         periods = nemesis_periods(self.run.ops)
         if not periods:
             return element("p", "No nemesis operations.", class_="muted")
-        rows = [[p.f, f"{p.start / NS:.3f}",
+        rows = [[p.name, f"{p.start / NS:.3f}",
                  "never healed" if p.end is None else f"{p.end / NS:.3f}",
                  "" if p.end is None else f"{(p.end - p.start) / NS:.3f}",
                  json.dumps(p.value, default=repr), join(map(str, p.ops), ", "),
@@ -344,14 +365,22 @@ class _Page:
         failovers = [f for f in stats.get("failovers") or [] if isinstance(f, Mapping)]
         parts.append(element("h3", "Failovers"))
         if failovers:
+            internal: dict[str, list[Mapping[str, Any]]] = {}
+            rows = []
+            for f in failovers:
+                if str(f.get("topic")).startswith("__"):
+                    internal.setdefault(str(f.get("topic")), []).append(f)
+                    continue
+                rows.append([f"{f.get('topic')}-{f.get('partition')}",
+                             f"{f.get('old-leader')} → {f.get('new-leader')}"
+                             + (" (unclean)" if f.get("unclean") else ""), f.get("selector"),
+                             _seconds(f.get("at-s")), _seconds(f.get("seconds")),
+                             f.get("from") or "—"])
+            rows += [_internal_failovers(topic, changes)
+                     for topic, changes in sorted(internal.items())]
             parts.append(table(
                 ["partition", "leader", "selector", "elected at (s)", "failover (s)",
-                 "measured from"],
-                [[f"{f.get('topic')}-{f.get('partition')}",
-                  f"{f.get('old-leader')} → {f.get('new-leader')}"
-                  + (" (unclean)" if f.get("unclean") else ""), f.get("selector"),
-                  _seconds(f.get("at-s")), _seconds(f.get("seconds")), f.get("from") or "—"]
-                 for f in failovers]))
+                 "measured from"], rows))
         else:
             logs = stats.get("event-logs")
             parts.append(element("p", "No leader elections in the controller event logs"
@@ -399,6 +428,29 @@ class _Page:
                             element("pre", json.dumps(c.get("stats") or {}, indent=1,
                                                       default=repr)))
                     for name, c in self.checkers.items())
+
+
+def _holds_a_lost_write(witness: Mapping[str, Any], lost: set[tuple[str, str]]) -> bool:
+    """Whether an inconsistent offset holds a lost write (the offset written again after
+    the loss): that write is a row of the lost writes already."""
+    values = witness.get("values")
+    return isinstance(values, list) and any(
+        (repr(witness.get("key")), repr(value)) in lost for value in values)
+
+
+def _internal_failovers(topic: str, changes: Sequence[Mapping[str, Any]]) -> list[Any]:
+    """One row summing up the leader changes of an internal topic (`__consumer_offsets`
+    has fifty partitions), after the workload's own."""
+    partitions = len({f.get("partition") for f in changes})
+    at = [f["at-s"] for f in changes if isinstance(f.get("at-s"), int | float)]
+    took = [f["seconds"] for f in changes if isinstance(f.get("seconds"), int | float)]
+    unclean = sum(bool(f.get("unclean")) for f in changes)
+    return [element("em", f"{topic} ({partitions} partitions)"),
+            f"{len(changes)} leader changes" + (f", {unclean} unclean" if unclean else ""),
+            ", ".join(sorted({str(f.get("selector")) for f in changes})),
+            f"{_seconds(min(at))} to {_seconds(max(at))}" if at else "—",
+            f"up to {_seconds(max(took))}" if took else "—",
+            ", ".join(sorted({str(f.get("from") or "—") for f in changes}))]
 
 
 def _verdict_cell(valid: Any) -> Markup:

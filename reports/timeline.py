@@ -45,17 +45,23 @@ def describe_op(invoke: Op, complete: Op | None) -> str:
 
 
 def _nemesis_boxes(ops: Sequence[Op]) -> list[tuple[Op, Op | None, str]]:
-    boxes, open_invoke = [], None
+    """One box per nemesis op: an invoke and its completion, or as Jepsen records them, a
+    request and its result (two info ops of one f in a row)."""
+    boxes: list[tuple[Op, Op | None, str]] = []
+    open_invoke: Op | None = None
     for op in ops:
         if op.process != NEMESIS:
             continue
         if op.type == "invoke":
             open_invoke = op
         elif open_invoke is not None and open_invoke.f == op.f:
+            if open_invoke.type != "invoke":
+                boxes.pop()
             boxes.append((open_invoke, op, "nemesis"))
             open_invoke = None
         else:
             boxes.append((op, op, "nemesis"))
+            open_invoke = op
     return boxes
 
 
@@ -85,7 +91,8 @@ def write_timeline(ops: Sequence[Op], spans: Sequence[Span], out: Path,
         height = max((end - invoke.index) * ROW, ROW) - 1
         left = column[invoke.process] * (COLUMN + GAP)
         rows.append(element(
-            "div", invoke.f, class_=f"op {kind}", title=describe_op(invoke, complete),
+            "div", invoke.extra.get("fault") or invoke.f, class_=f"op {kind}",
+            title=describe_op(invoke, complete),
             style=f"left:{left}px;top:{top}px;width:{COLUMN}px;height:{height}px"))
     heads = [element("div", p, class_="proc",
                      style=f"left:{i * (COLUMN + GAP)}px;width:{COLUMN}px")

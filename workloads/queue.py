@@ -109,12 +109,18 @@ class QueueOptions:
             raise ValueError(f"unknown client {self.client!r}; known: {', '.join(CLIENTS)}")
         if str(self.acks) not in ACKS:
             raise ValueError(f"acks must be one of {', '.join(ACKS)}, got {self.acks!r}")
-        if self.keys < 1 or self.concurrency < 1:
-            raise ValueError("keys and concurrency must be >= 1")
-        if (self.retries is not None and self.retries < 0) or self.linger_ms < 0:
-            raise ValueError("retries and linger_ms must be >= 0")
-        if self.rate <= 0 or self.op_timeout <= 0:
-            raise ValueError("rate and op_timeout must be > 0")
+        if self.keys < 1:
+            raise ValueError(f"keys must be >= 1, got {self.keys}")
+        if self.concurrency < 1:
+            raise ValueError(f"concurrency must be >= 1, got {self.concurrency}")
+        if self.retries is not None and self.retries < 0:
+            raise ValueError(f"retries must be >= 0, got {self.retries}")
+        if self.linger_ms < 0:
+            raise ValueError(f"linger_ms must be >= 0, got {self.linger_ms}")
+        if self.rate <= 0:
+            raise ValueError(f"rate must be > 0, got {self.rate:g}")
+        if self.op_timeout <= 0:
+            raise ValueError(f"op_timeout must be > 0 seconds, got {self.op_timeout:g}")
         self._validate_groups()
         self._validate_txn()
 

@@ -44,7 +44,16 @@ COMMANDS = {
 
 
 class _Parser(argparse.ArgumentParser):
-    """Usage errors are input errors: exit 3, as every command documents."""
+    """Usage errors are input errors: exit 3, as every command documents. An unknown flag
+    is reported by the (sub)command it was given to, with that command's usage."""
+
+    def parse_known_args(self, args: Sequence[str] | None = None,
+                         namespace: argparse.Namespace | None = None
+                         ) -> tuple[argparse.Namespace, list[str]]:
+        parsed, extras = super().parse_known_args(args, namespace)
+        if extras:
+            self.error(f"unrecognized arguments: {' '.join(extras)}")
+        return parsed, extras
 
     def error(self, message: str) -> NoReturn:
         self.print_usage(sys.stderr)

@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 import tempfile
 import time
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -17,16 +19,15 @@ from checker.formats import QUEUE_FORMATS
 from checker.history import Op
 from checker.registry import NEED_NODE_LOGS, checker_names, composed
 from harness import exit_codes
-from harness.config import ConfigError
 from harness.db.kchaos import KchaosOptions
-from harness.options import Declared, add_arguments, declared, layered
-from harness.store import resolve_run
-from reports.summary import headline, summary_lines
+from harness.options import ConfigError, Declared, add_arguments, declared, layered
 from workloads.registry import WORKLOADS
 
 __all__ = ["add_commands"]
 
 CONTRACT = ("acks", "broker_config")
+# Ops only a consumer-group history holds.
+GROUP_FS = frozenset({"subscribe", "committed"})
 
 
 def add_commands(commands: argparse._SubParsersAction) -> None:
@@ -79,6 +80,7 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
 def _check(args: argparse.Namespace) -> int:
     from checker.spark import SparkJobFailed
     from harness.runner import check_runs
+    from harness.store import resolve_run
 
     try:
         run_dirs = [resolve_run(run_dir) for run_dir in args.run_dirs]
@@ -110,16 +112,12 @@ def _contract(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def _check_history(args: argparse.Namespace) -> int:
-    from checker.formats import read_queue_ops
-    from checker.spark import SparkJobFailed
     from checker.spark_queue import is_shared
 
     started = time.monotonic()
     try:
         test = _contract(args)
-        names = checker_names(args.checker) if args.checker else tuple(
-            name for name in WORKLOADS[args.workload].checkers if name not in NEED_NODE_LOGS)
-        checker = composed(names)
+        given = checker_names(args.checker) if args.checker else None
         urls = [file for file in args.files if is_shared(file)]
         if urls and (args.local or args.format not in ("auto", "jsonl")):
             raise ValueError(f"{urls[0]}: a URL is read by the Spark executors as JSONL; it "
@@ -127,25 +125,30 @@ def _check_history(args: argparse.Namespace) -> int:
     except (ConfigError, ValueError) as error:
         print(f"kchaos check-history: {error}", file=sys.stderr)
         return exit_codes.ERROR
-    test["checkers"] = list(names)
     checked: dict[str, Result | Exception] = {}
     loaded: dict[str, list[Op]] = {}
     for file in args.files:
-        if is_shared(file):
+        if not is_shared(file):
+            try:
+                loaded[file] = _read_input(file, args.format)
+            except InputError as error:
+                checked[file] = error
+    names = given or _default_checkers(args.workload, loaded.values())
+    test["checkers"] = list(names)
+    checker = composed(names)
+    for file in args.files:
+        if file in loaded:
+            print(f"kchaos: {len(loaded[file])} ops from {file}; checkers {', '.join(names)}",
+                  file=sys.stderr, flush=True)
+        elif file in urls:
             print(f"kchaos: {file} is read by the Spark executors; checkers {', '.join(names)}",
                   file=sys.stderr, flush=True)
-            continue
-        try:
-            loaded[file] = read_queue_ops(Path(file), args.format)
-        except (ValueError, OSError) as error:
-            checked[file] = error
-            continue
-        print(f"kchaos: {len(loaded[file])} ops from {file}; checkers {', '.join(names)}",
-              file=sys.stderr, flush=True)
     todo = [file for file in args.files if file not in checked]
     if args.local:
         checked.update({file: checker.check(test, loaded[file], {}) for file in todo})
     elif todo:
+        from checker.spark import SparkJobFailed
+
         try:
             checked.update(_check_on_spark(test, checker, todo, loaded, args.spark_master))
         except SparkJobFailed as error:
@@ -155,6 +158,71 @@ def _check_history(args: argparse.Namespace) -> int:
                       f"every Spark executor: {', '.join(urls)}", file=sys.stderr)
             return exit_codes.ERROR
     return _finish(args.files, checked, args.json, time.monotonic() - started)
+
+
+class InputError(Exception):
+    """A history file that cannot be checked: one line naming the file, what is wrong and
+    the format expected."""
+
+
+_JSON_ARRAY = re.compile(rb"\A\s*\[\s*(\{\s*\"|\])")
+
+
+def _read_input(file: str, fmt: str) -> list[Op]:
+    """The ops of the queue history `file`; InputError when it is missing, unreadable,
+    binary, empty, a JSON array or malformed."""
+    from checker.formats import read_queue_ops
+
+    expected = EXPECTED.get(fmt, EXPECTED["auto"])
+    try:
+        with open(file, "rb") as handle:
+            head = handle.read(4096)
+        if not head.strip():
+            raise InputError(f"{file}: empty file, no operations ({expected})")
+        if b"\0" in head or not _is_text(head):
+            raise InputError(f"{file}: a binary file, not text ({expected})")
+        if _JSON_ARRAY.match(head):
+            raise InputError(f"{file}: a JSON array ({expected}; not one array)")
+        ops = read_queue_ops(Path(file), fmt)
+    except FileNotFoundError:
+        raise InputError(f"{file}: no such file ({expected})") from None
+    except IsADirectoryError:
+        raise InputError(f"{file}: a folder, not a history file ({expected})") from None
+    except OSError as error:
+        raise InputError(f"{file}: cannot be read: {error.strerror} ({expected})") from None
+    except ValueError as error:
+        raise InputError(f"{' '.join(str(error).split())} ({expected})") from None
+    if not ops:
+        raise InputError(f"{file}: empty history, no operations ({expected})")
+    return ops
+
+
+EXPECTED = {
+    "auto": "expected a queue history: JSONL, one JSON op per line, or Jepsen's EDN",
+    "jsonl": "expected JSONL, one JSON op per line",
+    "edn": "expected Jepsen's EDN, one op map per line or one vector of them",
+}
+
+
+def _is_text(head: bytes) -> bool:
+    """Whether the start of a file decodes as UTF-8 (a character cut at its end aside)."""
+    try:
+        head.decode("utf-8")
+    except UnicodeDecodeError as error:
+        return error.start >= len(head) - 3
+    return True
+
+
+def _default_checkers(workload: str, histories: Iterable[Sequence[Op]]) -> tuple[str, ...]:
+    """The workload's checkers (those that need the nodes' logs aside), with `txn` when a
+    history holds transactions and `groups` when it holds consumer-group ops."""
+    names = [name for name in WORKLOADS[workload].checkers if name not in NEED_NODE_LOGS]
+    ops = [op for ops in histories for op in ops]
+    if "txn" not in names and any(op.f == "txn" for op in ops):
+        names.append("txn")
+    if "groups" not in names and any(op.f in GROUP_FS or "group" in op.extra for op in ops):
+        names.append("groups")
+    return tuple(names)
 
 
 def _check_on_spark(test: dict[str, Any], checker: Composed, files: list[str],
@@ -190,11 +258,14 @@ def _finish(files: list[str], checked: dict[str, Result | Exception], json_path:
             print(f"kchaos check-history: {outcome}", file=sys.stderr)
             bodies.append({"file": file, "error": str(outcome)})
             continue
+        from reports.summary import headline, summary_lines  # loads matplotlib: only now
+
         for line in summary_lines(outcome):
             print(line)
         body = outcome.to_json()
         bodies.append({"file": file, **body, "summary": headline(body)})
-    print(f"kchaos: checked in {seconds:.1f} s")
+    if not all(isinstance(outcome, Exception) for outcome in checked.values()):
+        print(f"kchaos: checked in {seconds:.1f} s")
     codes = [exit_codes.ERROR if isinstance(checked[file], Exception)
              else exit_codes.for_verdict(checked[file].valid) for file in files]
     if json_path is not None and (len(files) > 1 or codes[0] != exit_codes.ERROR):

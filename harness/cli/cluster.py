@@ -23,7 +23,7 @@ from harness.control import RemoteError
 from harness.control.backends import BackendOptions
 from harness.control.inventory import load_inventory, vagrant_inventory
 from harness.control.userns import ensure_root, in_user_namespace
-from harness.db import Cluster, ClusterSpec, down
+from harness.db import Cluster, ClusterSpec, down, recorded_clusters
 from harness.db.part import DBContext
 from harness.db.registry import DBS
 from harness.db.znodes import read_snapshot
@@ -100,6 +100,11 @@ def _up(args: argparse.Namespace) -> int:
     except (ValueError, RemoteError) as error:
         print(f"kchaos: {error}", file=sys.stderr)
         return exit_codes.ERROR
+    others = recorded_clusters()
+    if others:
+        print(f"kchaos cluster up: {_clusters(others)} already up; starting another, so "
+              f"cluster status and cluster down will need --run PREFIX to choose",
+              file=sys.stderr, flush=True)
     signal.signal(signal.SIGTERM, _exit_on_signal)
     started = time.monotonic()
     try:
@@ -148,8 +153,17 @@ def _db_spec(args: argparse.Namespace, backend: BackendOptions, brokers: int,
         raise ConfigError(f"--db {args.db}: {error}") from error
 
 
+def _clusters(prefixes: list[str]) -> str:
+    many = len(prefixes) > 1
+    return (f"{len(prefixes)} cluster{'s' if many else ''} ({', '.join(prefixes)}) "
+            f"{'are' if many else 'is'}")
+
+
 def _status(args: argparse.Namespace) -> int:
     try:
+        if args.run is None and len(recorded_clusters()) > 1:
+            raise LookupError(f"{_clusters(recorded_clusters())} up: name one with --run "
+                              f"PREFIX")
         cluster = Cluster.attach(args.run)
     except (LookupError, RemoteError) as error:
         if args.json:

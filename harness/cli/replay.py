@@ -97,9 +97,12 @@ def _shrink(args: argparse.Namespace) -> int:
     from harness.shrink import Attempt, Shrink, shrink_folder, target_of
 
     try:
-        if args.max_runs < 1 or args.tries < 1 or args.max_minutes <= 0 or args.margin < 0:
-            raise ValueError("--max-runs and --tries must be >= 1, --max-minutes > 0 and "
-                             "--margin >= 0")
+        for flag, value, low in (("--max-runs", args.max_runs, 1), ("--tries", args.tries, 1),
+                                 ("--margin", args.margin, 0)):
+            if value < low:
+                raise ValueError(f"{flag} must be >= {low}, got {value:g}")
+        if args.max_minutes <= 0:
+            raise ValueError(f"--max-minutes must be > 0, got {args.max_minutes:g}")
         schedule, path, store = _load(args)
         where = str(path or schedule.source.get("run"))
         config = replay_config(schedule, store, where)

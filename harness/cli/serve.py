@@ -27,7 +27,8 @@ def _serve(args: argparse.Namespace) -> int:
     try:
         server = make_server(args.store, index_store, args.host, args.port)
     except OSError as error:
-        print(f"kchaos: {error}", file=sys.stderr)
+        print(f"kchaos serve: cannot listen on {args.host} port {args.port}: "
+              f"{error.strerror or error}; choose another with --port", file=sys.stderr)
         return exit_codes.ERROR
     host, port = server.server_address[:2]
     print(f"serving {args.store.resolve()} at http://{host}:{port}/ (Ctrl-C to stop)",

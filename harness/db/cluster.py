@@ -48,7 +48,7 @@ from harness.db.znodes import ZK_TIMEOUT, parse_partition_state, read_snapshot, 
 from harness.db.zookeeper import ZooKeeperEnsemble, ZooKeeperSettings
 from nemesis.capabilities import PartitionState, Snapshot
 
-__all__ = ["Cluster", "ClusterSpec", "down", "start_reaper"]
+__all__ = ["Cluster", "ClusterSpec", "down", "recorded_clusters", "start_reaper"]
 
 CLUSTER_FILE = "cluster.json"
 log = logging.getLogger(__name__)
@@ -170,8 +170,7 @@ class Cluster:
         """The cluster of an earlier `up` (the only one recorded, when `prefix` is None)."""
         root = state_root or default_state_root()
         if prefix is None:
-            prefixes = [p for p in backends.runs(root, include_owned=True)
-                        if (root / p / CLUSTER_FILE).exists()]
+            prefixes = recorded_clusters(root)
             if len(prefixes) != 1:
                 raise LookupError(f"{len(prefixes)} clusters recorded under {root}"
                                   + (f" ({', '.join(prefixes)}); name one" if prefixes else ""))
@@ -445,6 +444,13 @@ def start_reaper(prefix: str, state_root: Path) -> int:
             [sys.executable, "-m", "harness.db.reaper", prefix, str(state_root)],
             stdin=subprocess.DEVNULL, stdout=out, stderr=out, start_new_session=True)
     return reaper.pid
+
+
+def recorded_clusters(state_root: Path | None = None) -> list[str]:
+    """The prefixes of the clusters recorded under `state_root` (up, or left behind)."""
+    root = state_root or default_state_root()
+    return [prefix for prefix in backends.runs(root, include_owned=True)
+            if (root / prefix / CLUSTER_FILE).exists()]
 
 
 def down(prefix: str | None = None, state_root: Path | None = None,

@@ -199,3 +199,18 @@ def test_unreadable_log_and_empty_history_still_measure(tmp_path) -> None:
     stats = check(Timed(), {"event_logs": [str(log)]})
     assert stats["client-ops"] == 0 and "nothing to measure" in stats["note"]
     assert stats["failovers"] == [] and "event-log-error" in stats
+
+
+def test_the_final_reads_after_the_time_limit_are_no_stall() -> None:
+    h = steady(10.0, key="a")
+    h.send(10.0, "b", 99)
+    for t in (12.0, 15.0, 20.7):
+        h._add(t, "invoke", 1, "poll", [["poll"]])
+        h._add(t + 0.5, "ok", 1, "poll", [["poll", {}]])
+    stats = check(h, test={"start_wall_ms": START_MS, "time_limit": 10})
+    assert stats["overall"]["seconds"] == 11
+    stalls = {s["key"]: s for s in stats["write-stalls"]}
+    assert stalls["a"]["seconds"] <= 0.5 and stalls["a"]["end-s"] <= 10.0
+    assert stalls["b"]["end-s"] == 10.0
+    whole = check(h)
+    assert {s["key"]: s for s in whole["write-stalls"]}["a"]["end-s"] == 21.2

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -79,3 +81,55 @@ def test_on_spark_the_verdict_is_the_same(spark, tmp_path, capsys):
     edn = tmp_path / "lost.edn"
     main(["history", "export", str(DATA / "lost-write-bad.jsonl"), "--edn", str(edn)])
     assert main(["check-history", str(edn), "--spark-master", "local[2]"]) == 1
+
+
+def _kchaos(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "harness.cli", *args], capture_output=True,
+                          text=True, timeout=120)
+
+
+@pytest.mark.parametrize(("content", "what"), [
+    (b'[{"index": 0, "time": 1, "type": "invoke", "process": 0, "f": "poll"}]\n',
+     "a JSON array"),
+    (b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR\xff\xfe", "a binary file"),
+    (b"", "empty file"),
+    (b"\n\n", "empty file"),
+    (None, "no such file"),
+])
+def test_a_bad_input_is_one_line_naming_file_fault_and_format(tmp_path, content, what):
+    history = tmp_path / "history.jsonl"
+    if content is not None:
+        history.write_bytes(content)
+    done = _kchaos("check-history", str(history), "--local")
+    assert done.returncode == exit_codes.ERROR
+    [line] = done.stderr.splitlines()
+    assert line.startswith(f"kchaos check-history: {history}: {what}")
+    assert "expected a queue history: JSONL" in line
+    assert done.stdout == ""
+
+
+def test_a_history_cut_mid_line_says_nothing_of_success(tmp_path):
+    cut = tmp_path / "cut.jsonl"
+    cut.write_text((DATA / "ok.jsonl").read_text()[:300])
+    done = _kchaos("check-history", str(cut))
+    assert done.returncode == exit_codes.ERROR
+    [line] = done.stderr.splitlines()
+    assert line.startswith(f"kchaos check-history: {cut}:") and "expected" in line
+    assert done.stdout == ""
+
+
+def test_the_default_checkers_follow_what_the_history_holds(tmp_path, capsys):
+    from checker.history import write_jsonl
+    from tests.support.queue_histories import inject_txn, simulate_txns
+
+    b = simulate_txns(3, 20)
+    inject_txn(b, "G1c")
+    history = tmp_path / "txn.jsonl"
+    write_jsonl(b.ops, history)
+    out = tmp_path / "results.json"
+    assert main(["check-history", str(history), "--local", "--json", str(out)]) == 1
+    results = json.loads(out.read_text())
+    assert "txn" in results["checkers"]
+    assert "G1c" in results["checkers"]["txn"]["anomalies"]
+    assert main(["check-history", str(DATA / "ok.jsonl"), "--local", "--json", str(out)]) == 0
+    assert "txn" not in json.loads(out.read_text())["checkers"]

@@ -68,6 +68,29 @@ def test_cli_up_status_down(tmp_path):
     assert "removed 0" in kchaos(env, "cluster", "down").stdout
 
 
+def test_a_second_cluster_up_says_so_and_status_names_the_flag(tmp_path):
+    env = dict(os.environ, KCHAOS_STATE_DIR=str(tmp_path / "state"))
+    args = ("cluster", "up", "--nodes", "1", "--zookeepers", "1", "--dir",
+            str(tmp_path / "nodes"), "--json")
+    try:
+        first = kchaos(env, *args)
+        assert first.returncode == 0, first.stderr
+        assert "already up" not in first.stderr
+        second = kchaos(env, *args)
+        assert second.returncode == 0, second.stderr
+        prefix = json.loads(first.stdout)["prefix"]
+        assert f"1 cluster ({prefix}) is already up" in second.stderr
+        assert "--run PREFIX" in second.stderr
+        status = kchaos(env, "cluster", "status")
+        assert status.returncode == 3
+        assert "2 clusters (" in status.stderr and "name one with --run" in status.stderr
+        named = kchaos(env, "cluster", "status", "--run", prefix, "--json")
+        assert named.returncode == 0 and json.loads(named.stdout)["prefix"] == prefix
+    finally:
+        down = kchaos(env, "cluster", "down")
+    assert down.returncode == 0 and "removed 2" in down.stdout, down.stderr
+
+
 def test_cluster_down_after_sigkill_of_the_harness(tmp_path):
     env = dict(os.environ, KCHAOS_STATE_DIR=str(tmp_path / "state"))
     script = ("from harness.db import Cluster, ClusterSpec\nimport time\n"

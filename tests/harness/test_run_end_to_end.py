@@ -63,6 +63,11 @@ def test_safe_configuration_under_partition_kill_and_pause_is_valid(tmp_path):
     assert (run / "nodes" / "n1" / "server.log").is_file()
     assert "%3|" not in done.stdout + done.stderr, "librdkafka logged to the terminal"
     assert (run / "clients.log").is_file()
+    for line in ("Using Spark's default log4j profile", "NativeCodeLoader",
+                 "Using incubator modules"):
+        assert line not in done.stdout + done.stderr, f"{line!r} reached the terminal"
+    assert "log4j" in (run / "spark.log").read_text()
+    assert "{'n" not in done.stderr, "the progress line printed a partition map"
     assert (run / "nodes" / "z1" / "zookeeper.log").is_file()
     test = read_test(run)
     assert test["seed"] == 3 and test["start_wall_ms"] > 0
@@ -71,6 +76,8 @@ def test_safe_configuration_under_partition_kill_and_pause_is_valid(tmp_path):
     nemesis = [op for op in ops if op["process"] == "nemesis"]
     assert any(op["f"] in ("start-partition", "kill", "pause") and op["value"] is not None
                for op in nemesis), "no fault was injected"
+    assert {op.get("fault") for op in nemesis if op["f"] in ("kill", "pause")} <= {
+        "kill", "pause"}
     assert nemesis[-1]["f"] == "heal"
     assert sum(1 for op in ops if op["type"] == "ok" and op["f"] == "send") > 100
     assert results_of(store)["valid"] is True

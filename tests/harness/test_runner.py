@@ -186,7 +186,8 @@ def test_check_of_a_malformed_history_exits_3_and_leaves_no_current_looking_resu
     out = io.StringIO()
     again = check_run(run, "local[2]", out=out)
     assert again.exit_code == exit_codes.ERROR and again.results is None
-    assert f"{history}:6: invalid JSON" in out.getvalue()
+    assert out.getvalue().startswith(f"kchaos: {history}:6: invalid JSON")
+    assert "checked" not in out.getvalue()
     assert not (run / "results.json").exists()
     report = (run / "report.html").read_text()
     assert "cannot be read" in report and "VALID" not in report.replace("INVALID", "")

@@ -295,3 +295,83 @@ def test_availability_section_renders_from_results(store: Path) -> None:
     assert "<k> 5.500 5.510 11.010 31" in " ".join(section.split())
     assert "kchaos-1 1 → 2 (unclean) offline 5.250 0.250 broker-change" in " ".join(
         section.split())
+
+
+def test_failovers_list_the_workloads_topics_first_and_sum_up_internal_ones(
+        store: Path) -> None:
+    run = store / "queue-valid" / "latest"
+    results = json.loads((run / "results.json").read_text())
+    internal = [{"topic": "__consumer_offsets", "partition": p, "old-leader": 1,
+                 "new-leader": 2, "selector": "offline", "unclean": False, "at-s": 3.0 + p,
+                 "from": "broker-change", "seconds": 0.5} for p in range(50)]
+    own = {"topic": "kchaos", "partition": 1, "old-leader": 1, "new-leader": 2,
+           "selector": "offline", "unclean": False, "at-s": 60.0, "from": "broker-change",
+           "seconds": 0.25}
+    results["checkers"]["availability"] = {"valid": True, "anomalies": {}, "seconds": 0.01,
+                                           "stats": {"failovers": [*internal, own]}}
+    (run / "results.json").write_text(json.dumps(results))
+    page = write_report(run).path.read_text()
+    section = " ".join(text_of(page[page.index("Failovers"):page.index('id="plots"')]).split())
+    assert "__consumer_offsets-" not in section
+    assert section.index("kchaos-1 1 → 2") < section.index("__consumer_offsets (50 partitions)")
+    assert ("__consumer_offsets (50 partitions) 50 leader changes offline 3.000 to 52.000 "
+            "up to 0.500 broker-change") in section
+
+
+def test_the_latency_line_has_gaps_where_no_second_has_data() -> None:
+    import math
+
+    from reports.plots import gapped
+
+    x, y = gapped([0, 1, 2, 7, 8], [5.0, 6.0, 7.0, 8.0, 9.0], 1.0)
+    assert list(x[:3]) == [0.5, 1.5, 2.5] and math.isnan(x[3]) and list(x[4:]) == [7.5, 8.5]
+    assert math.isnan(y[3]) and list(y[4:]) == [8.0, 9.0]
+    x, _ = gapped([0, 1], [1.0, 2.0], 2.0)
+    assert list(x) == [1.0, 3.0]
+
+
+def test_a_lost_write_has_one_table_and_the_anomalies_point_to_it(store: Path) -> None:
+    page = write_report(store / "queue-anomalies" / "latest").path.read_text()
+    anomalies = text_of(page[page.index('id="anomalies"'):page.index('id="linearizability"')])
+    anomalies = " ".join(anomalies.split())
+    lost = anomalies[anomalies.index("lost-write :"):]
+    assert lost.split("found")[1].startswith("; each is a row of Lost writes above")
+    for kind in ("unclean-election-loss", "unexplained-loss", "lost-acknowledged"):
+        assert re.search(rf"{kind} : \d+ found[^;]*; each is a row of Lost writes", anomalies)
+    assert ("inconsistent-offsets : 4 found; 4 hold a write that was lost, its offset written "
+            "again: see Lost writes above G1a") in anomalies
+
+
+def test_one_instantaneous_fault_is_one_period_named_as_the_user_asked() -> None:
+    from checker.history import Op
+
+    ops = [Op(0, 10, "info", "nemesis", "expire-session", "controller",
+              {"fault": "expire-session"}),
+           Op(1, 20, "info", "nemesis", "expire-session", {"n3": "expired"},
+              {"fault": "expire-session"}),
+           Op(2, 30, "info", "nemesis", "start-partition", "zookeeper",
+              {"fault": "isolate-zookeeper"}),
+           Op(3, 40, "info", "nemesis", "start-partition", {"n1": ["z1"], "z1": ["n1"]},
+              {"fault": "isolate-zookeeper"}),
+           Op(4, 50, "info", "nemesis", "stop-partition", None, {"fault": "isolate-zookeeper"}),
+           Op(5, 60, "info", "nemesis", "stop-partition", "network-healed",
+              {"fault": "isolate-zookeeper"})]
+    expire, partition = nemesis_periods(ops)
+    assert (expire.name, expire.start, expire.end, expire.value, expire.ops) == (
+        "expire-session", 10, 20, {"n3": "expired"}, (0, 1))
+    assert expire.instantaneous and not partition.instantaneous
+    assert (partition.name, partition.f, partition.value) == (
+        "isolate-zookeeper", "start-partition", "zookeeper")
+
+
+def test_the_timeline_shows_a_fault_once_by_its_name(tmp_path: Path) -> None:
+    from checker.history import Op
+
+    ops = [Op(0, 10, "info", "nemesis", "start-partition", "zookeeper",
+              {"fault": "isolate-zookeeper"}),
+           Op(1, 20, "info", "nemesis", "start-partition", {"n1": ["z1"]},
+              {"fault": "isolate-zookeeper"}),
+           Op(2, 30, "info", "nemesis", "heal", None)]
+    page = write_timeline(ops, [], tmp_path).read_text()
+    assert page.count('class="op nemesis" title=') == 2
+    assert ">isolate-zookeeper</div>" in page and ">start-partition</div>" not in page

@@ -86,7 +86,7 @@ class Progress:
             if f == HEAL:
                 self.faults.clear()
             elif f in FAULT_STOPS and not op.get("error"):
-                self.faults[f] = op.get("value")
+                self.faults[f] = dict(op)
             else:
                 for start, stop in FAULT_STOPS.items():
                     if f == stop:

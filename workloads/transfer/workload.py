@@ -73,10 +73,14 @@ class TransferOptions:
     drain_idle_polls: int = 10
 
     def __post_init__(self) -> None:
-        if self.keys < 1 or self.concurrency < 1:
-            raise ValueError("keys and concurrency must be >= 1")
-        if self.rate <= 0 or self.op_timeout <= 0:
-            raise ValueError("rate and op_timeout must be > 0")
+        if self.keys < 1:
+            raise ValueError(f"keys must be >= 1, got {self.keys}")
+        if self.concurrency < 1:
+            raise ValueError(f"concurrency must be >= 1, got {self.concurrency}")
+        if self.rate <= 0:
+            raise ValueError(f"rate must be > 0, got {self.rate:g}")
+        if self.op_timeout <= 0:
+            raise ValueError(f"op_timeout must be > 0 seconds, got {self.op_timeout:g}")
         if self.session_timeout_ms < MIN_SESSION_TIMEOUT_MS:
             raise ValueError(f"session_timeout_ms must be >= {MIN_SESSION_TIMEOUT_MS}, got "
                              f"{self.session_timeout_ms}: brokers reject shorter sessions "
