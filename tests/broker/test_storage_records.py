@@ -27,7 +27,7 @@ def test_exported_names_are_the_public_api():
         and name not in {"errors", "records", "index", "segment", "epoch_cache",
                          "checkpoints", "log", "manager", "cleaner", "markers",
                          "producer_state", "producer_snapshot", "producer_replay",
-                         "txn_index", "power_loss"})
+                         "txn_index", "power_loss", "swaps"})
 
 
 def test_headers_of_real_batches_match_kafka_python():

@@ -310,7 +310,7 @@ def test_failovers_list_the_workloads_topics_first_and_sum_up_internal_ones(
     results["checkers"]["availability"] = {"valid": True, "anomalies": {}, "seconds": 0.01,
                                            "stats": {"failovers": [*internal, own]}}
     (run / "results.json").write_text(json.dumps(results))
-    page = write_report(run).path.read_text()
+    page = write_report(run_files(run)).path.read_text()
     section = " ".join(text_of(page[page.index("Failovers"):page.index('id="plots"')]).split())
     assert "__consumer_offsets-" not in section
     assert section.index("kchaos-1 1 → 2") < section.index("__consumer_offsets (50 partitions)")
@@ -331,7 +331,7 @@ def test_the_latency_line_has_gaps_where_no_second_has_data() -> None:
 
 
 def test_a_lost_write_has_one_table_and_the_anomalies_point_to_it(store: Path) -> None:
-    page = write_report(store / "queue-anomalies" / "latest").path.read_text()
+    page = write_report(run_files(store / "queue-anomalies" / "latest")).path.read_text()
     anomalies = text_of(page[page.index('id="anomalies"'):page.index('id="linearizability"')])
     anomalies = " ".join(anomalies.split())
     lost = anomalies[anomalies.index("lost-write :"):]

@@ -64,9 +64,9 @@ def test_txn_workload_runs_txn_assign_and_crash_ops_and_names_the_txn_checker():
     ({"txn": True, "client": "kafka-python"}, ["txn", "--client confluent"]),
     ({"txn": True, "sub_via": "subscribe"}, ["txn", "assign", "transfer"]),
     ({"txn": True, "acks": "1"}, ["acks=all", "--acks all"]),
-    ({"abort_rate": 0.2}, ["abort_rate", "--txn"]),
-    ({"txn": True, "abort_rate": 1.5}, ["abort_rate", "between 0 and 1"]),
-    ({"isolation_level": "serializable"}, ["isolation_level", "read_committed"]),
+    ({"abort_rate": 0.2}, ["--abort-rate", "--txn"]),
+    ({"txn": True, "abort_rate": 1.5}, ["--abort-rate", "between 0 and 1"]),
+    ({"isolation_level": "serializable"}, ["--isolation-level", "read_committed"]),
 ])
 def test_bad_transaction_options_fail_before_anything_starts(overrides, words):
     with pytest.raises(ConfigError) as raised:
