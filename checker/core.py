@@ -1,43 +1,40 @@
 """The checker protocol, results, and Jepsen's composition of checkers.
 
-A checker is anything with `check(test, history, opts) -> Result`. An
-`AnalysisChecker` (queue, acks, elections) judges the folded queue analysis
-instead, with `check_analysis(test, analysis, opts)`, so `checker.spark` can
-compute that analysis once, on executors, for all of them. `compose` runs
-several under names and merges their verdicts with `merge_valid` (false beats
-"unknown" beats true), the one verdict merge of the package; `check_safe` and
-`check_analysis_safe` turn a crash into an "unknown" result that carries the
-error. A Result serialises to the shape of DESIGN.md, "Checker results".
+A checker is anything with `check(test, history, opts) -> Result`. A `KeyedChecker`
+also says how to split its work by key, so `checker.spark` can check the keys on
+executors. `compose` runs several under names and merges their verdicts with
+`merge_valid` (false beats "unknown" beats true), the one verdict merge of the
+package; work they share goes through a `Memo`. `check_safe` turns a crash into an
+"unknown" result that carries the error. A Result serialises to the shape of DESIGN.md,
+"Checker results".
 """
 
 from __future__ import annotations
 
-import contextlib
+import threading
 import time
 import traceback
-from abc import ABC, abstractmethod
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal, Protocol
+from typing import Any, Literal, Protocol, runtime_checkable
 
 from checker.history import Op
 
-if TYPE_CHECKING:
-    from checker.queue import QueueAnalysis
-
 __all__ = [
-    "AnalysisChecker",
     "Anomaly",
     "Checker",
     "Composed",
+    "KeyedChecker",
+    "Memo",
     "Result",
     "Verdict",
-    "check_analysis_safe",
+    "check_by_key",
     "check_safe",
     "compose",
     "compose_results",
     "condense",
     "merge_valid",
+    "safely",
 ]
 
 Verdict = bool | Literal["unknown"]
@@ -102,28 +99,51 @@ class Checker(Protocol):
               opts: Mapping[str, Any]) -> Result: ...
 
 
-class AnalysisChecker(ABC):
-    """A checker that works from the folded queue analysis (`checker.queue.QueueAnalysis`).
+@runtime_checkable
+class KeyedChecker(Protocol):
+    """A checker that can be split by key: `split` the history into keyed parts, check one
+    part anywhere (`check_key` is pure, and its part and answer are picklable, so a Spark
+    executor can run it), and `merge` the parts' answers, in key order, into the Result
+    that `check` gives. `checker.spark` distributes any such checker key by key."""
 
-    `check` takes the analysis from `opts["queue_analysis"]`, else computes it from
-    the history in the calling process, so an AnalysisChecker is also a Checker.
-    """
+    def split(self, test: Mapping[str, Any], history: Sequence[Op],
+              opts: Mapping[str, Any]) -> list[tuple[Hashable, Any]]: ...
 
-    @abstractmethod
-    def check_analysis(self, test: Mapping[str, Any], analysis: QueueAnalysis,
-                       opts: Mapping[str, Any]) -> Result: ...
+    def check_key(self, test: Mapping[str, Any], key: Hashable, part: Any,
+                  opts: Mapping[str, Any]) -> Any: ...
+
+    def merge(self, test: Mapping[str, Any], checked: Sequence[tuple[Hashable, Any]],
+              opts: Mapping[str, Any], seconds: float) -> Result: ...
 
     def check(self, test: Mapping[str, Any], history: Sequence[Op],
-              opts: Mapping[str, Any]) -> Result:
-        analysis = opts.get("queue_analysis")
-        if analysis is None:
-            from checker.queue import analyse  # checker.queue imports us
-            from checker.queue_finders import QueueBudget
+              opts: Mapping[str, Any]) -> Result: ...
 
-            analysis = analyse(history, budget=QueueBudget.of(test, opts))
-        if analysis.unknown:
-            return Result("unknown", error="; ".join(analysis.unknown))
-        return self.check_analysis(test, analysis, opts)
+
+def check_by_key(checker: KeyedChecker, test: Mapping[str, Any], history: Sequence[Op],
+                 opts: Mapping[str, Any]) -> Result:
+    """A KeyedChecker's check in the calling process: split, check each key, merge."""
+    started = time.monotonic()
+    checked = [(key, checker.check_key(test, key, part, opts))
+               for key, part in checker.split(test, history, opts)]
+    return checker.merge(test, checked, opts, time.monotonic() - started)
+
+
+class Memo:
+    """Work that several checkers of one check share, computed once by whichever asks first
+    (as Jepsen's history tasks); a computation that raises is not kept."""
+
+    def __init__(self) -> None:
+        self._values: dict[str, Any] = {}
+        self._locks: dict[str, threading.Lock] = {}
+        self._guard = threading.Lock()
+
+    def get(self, name: str, compute: Callable[[], Any]) -> Any:
+        with self._guard:
+            lock = self._locks.setdefault(name, threading.Lock())
+        with lock:
+            if name not in self._values:
+                self._values[name] = compute()
+            return self._values[name]
 
 
 def merge_valid(verdicts: Iterable[Verdict]) -> Verdict:
@@ -150,19 +170,11 @@ def condense(witnesses: Sequence[dict[str, Any]], count: int | None = None) -> A
 def check_safe(checker: Checker, test: Mapping[str, Any], history: Sequence[Op],
                opts: Mapping[str, Any]) -> Result:
     """Run a checker; a crash becomes an "unknown" result carrying the error."""
-    return _safely(lambda: checker.check(test, history, opts))
+    return safely(lambda: checker.check(test, history, opts))
 
 
-def check_analysis_safe(checker: AnalysisChecker, test: Mapping[str, Any],
-                        analysis: QueueAnalysis, opts: Mapping[str, Any]) -> Result:
-    """Run an AnalysisChecker on an analysis; an analysis past its budget, or a crash, is an
-    "unknown" result with the reason."""
-    if analysis.unknown:
-        return Result("unknown", error="; ".join(analysis.unknown))
-    return _safely(lambda: checker.check_analysis(test, analysis, opts))
-
-
-def _safely(run: Callable[[], Result]) -> Result:
+def safely(run: Callable[[], Result]) -> Result:
+    """The Result of `run`; a crash becomes an "unknown" result carrying the error."""
     started = time.monotonic()
     try:
         result = run()
@@ -181,22 +193,15 @@ def _describe(error: BaseException) -> str:
 
 @dataclass(frozen=True)
 class Composed:
-    """Several named checkers run as one; each is run with `check_safe`. The queue
-    analysis is computed once for all the AnalysisCheckers among them."""
+    """Several named checkers run as one; each is run with `check_safe`. Work they share
+    (the queue analysis, say) goes through one `Memo` in `opts["memo"]`."""
 
     checkers: Mapping[str, Checker]
 
     def check(self, test: Mapping[str, Any], history: Sequence[Op],
               opts: Mapping[str, Any]) -> Result:
         started = time.monotonic()
-        if opts.get("queue_analysis") is None and sum(
-                isinstance(c, AnalysisChecker) for c in self.checkers.values()) > 1:
-            from checker.queue import analyse  # checker.queue imports us
-            from checker.queue_finders import QueueBudget
-
-            with contextlib.suppress(Exception):  # each checker then reports the error itself
-                opts = {**opts, "queue_analysis": analyse(
-                    history, budget=QueueBudget.of(test, opts))}
+        opts = {**opts, "memo": opts.get("memo") or Memo()}
         results = {name: check_safe(c, test, history, opts) for name, c in self.checkers.items()}
         return compose_results(results, time.monotonic() - started)
 

@@ -25,9 +25,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
-from checker.checkers import Composed, Result
-from checker.errors import HistoryError
+from checker.core import Composed, Result
 from checker.history import HistoryWriter
+from checker.history.errors import HistoryError
 from checker.registry import composed
 from harness import exit_codes
 from harness.db.part import RunningDB

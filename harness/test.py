@@ -23,7 +23,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from checker.checkers import Composed
+from checker.core import Composed
 from checker.registry import checker_names, composed
 from harness.config import ConfigError, TestConfig
 from harness.db.part import DB, DBContext

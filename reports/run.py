@@ -13,9 +13,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from checker.errors import HistoryError
-from checker.events import ControllerEvent, event_log_paths, read_event_logs
+from checker.cluster.event_log import ControllerEvent, event_log_paths, read_event_logs
 from checker.history import NEMESIS, NemesisPeriod, Op, nemesis_periods, read_history
+from checker.history.errors import HistoryError
 from reports.layout import HISTORY_FILE, RESULTS_FILE, TEST_FILE
 
 __all__ = ["NemesisPeriod", "Run", "load_run", "nemesis_periods", "verdict_of"]

@@ -29,7 +29,7 @@ Definitions:
   send micro-op (invoked or completed) has one; a key never written ok stalls
   for the whole phase.
 - A failover is one leader change of a partition in the controller event logs
-  (`checker.events.leader_changes`: an `elect-leader` event whose new leader
+  (`checker.cluster.event_log.leader_changes`: an `elect-leader` event whose new leader
   differs from the old one). It lasts from the moment the partition lost its
   leader to that event, in event-log wall milliseconds. The moment is, looking
   only at events after the partition's previous leader change (all earlier
@@ -65,10 +65,15 @@ from collections.abc import Iterable, Mapping, Sequence
 from itertools import pairwise
 from typing import Any
 
-from checker.checkers import Result
-from checker.errors import HistoryError
-from checker.events import ControllerEvent, event_log_paths, leader_changes, read_event_logs
+from checker.cluster.event_log import (
+    ControllerEvent,
+    event_log_paths,
+    leader_changes,
+    read_event_logs,
+)
+from checker.core import Result
 from checker.history import NEMESIS, Op, nemesis_periods
+from checker.history.errors import HistoryError
 
 __all__ = ["AvailabilityChecker", "FaultWindow", "fault_windows", "failovers", "ok_sends",
            "write_stalls"]

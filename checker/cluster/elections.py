@@ -1,6 +1,6 @@
 """The election checker: which controller election dropped each lost acknowledged write.
 
-Every acknowledged send that was lost (see `checker.acks.counted_losses`) is
+Every acknowledged send that was lost (see `checker.queue.acks.counted_losses`) is
 joined with the controller event logs: its key's partition
 (`test["key_partitions"]`, {key: [topic, partition]}; default topic "kchaos",
 partition = key) and its acknowledgement's wall-clock time
@@ -21,7 +21,7 @@ no election at all, the loss is "unexplained".
 Verdicts: a loss after an unclean election is allowed only when
 `broker_config["unclean.leader.election.enable"]` is true; after a clean
 election, only when the send's acks level promised nothing (see
-`checker.queue.promises_no_loss`); an unexplained loss always fails. Sends with
+`checker.queue.analysis.promises_no_loss`); an unexplained loss always fails. Sends with
 acks=0 are never acknowledged by a broker and are left out.
 
 Event logs come from `opts["controller_events"]` (ControllerEvent list), else
@@ -35,17 +35,24 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from checker.acks import counted_losses
-from checker.checkers import AnalysisChecker, Result, condense
-from checker.events import (
+from checker.cluster.event_log import (
     ControllerEvent,
     Partition,
     event_log_paths,
     leader_changes,
     read_event_logs,
 )
-from checker.queue import QueueAnalysis, acks_label, broker_setting, flag, promises_no_loss
-from checker.queue_events import normalise_key
+from checker.core import Result, condense
+from checker.queue.acks import counted_losses
+from checker.queue.analysis import (
+    AnalysisChecker,
+    QueueAnalysis,
+    acks_label,
+    broker_setting,
+    flag,
+    promises_no_loss,
+)
+from checker.queue.events import normalise_key
 
 __all__ = ["DEFAULT_TOPIC", "ElectionChecker", "attribute", "partition_of"]
 

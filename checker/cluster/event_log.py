@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from checker.errors import HistoryError
+from checker.history.errors import HistoryError
 
 __all__ = [
     "EVENT_LOG_NAME",

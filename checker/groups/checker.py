@@ -2,9 +2,9 @@
 
 Applies to subscribe-mode histories (ops with a `group` field, `subscribe` or
 `committed` ops, per the groups history contract); on any other history the result is
-valid with stats saying the checker did not apply. `checker.groups_history` rebuilds each
+valid with stats saying the checker did not apply. `checker.groups.membership` rebuilds each
 group (members, ownership intervals, deliveries, commits, final committed offsets) and
-the topic's log; `checker.groups_finders` finds the anomalies. Times are the clients'
+the topic's log; `checker.groups.finders` finds the anomalies. Times are the clients'
 (ns since the test started); a member is a process, live until its `info` completion
 or an invoke of it that never completed.
 
@@ -73,8 +73,8 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from checker.checkers import Anomaly, Result, condense
-from checker.groups_finders import (
+from checker.core import Anomaly, Result, condense
+from checker.groups.finders import (
     attribute_duplicates,
     commit_rewinds,
     commit_skips,
@@ -84,7 +84,7 @@ from checker.groups_finders import (
     resumes,
     split_assignments,
 )
-from checker.groups_history import Group, GroupsHistory, read_groups, rebalances
+from checker.groups.membership import Group, GroupsHistory, read_groups, rebalances
 from checker.history import Op, nemesis_periods
 
 __all__ = ["ANOMALIES", "AT_LEAST_ONCE", "AT_MOST_ONCE", "GroupsChecker", "commit_mode",

@@ -1,9 +1,9 @@
 """The consumer-group anomalies of one group, each found by a pure function.
 
-Each finder takes a `Group` rebuilt by `checker.groups_history` (and the topic's `Log`)
+Each finder takes a `Group` rebuilt by `checker.groups.membership` (and the topic's `Log`)
 and returns witnesses: JSON objects naming the ops by index (`ops`), the group, key,
 members (process ids, `member-ids` the client's member ids), generations and times in
-seconds since the test started. The definitions are in `checker.groups`' docstring.
+seconds since the test started. The definitions are in `checker.groups.checker`' docstring.
 Every finder is linear or n log n in the group's ops.
 """
 
@@ -15,8 +15,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from checker.groups_history import Commit, Delivery, Group, Log, Ownership
-from checker.queue_events import Key
+from checker.groups.membership import Commit, Delivery, Group, Log, Ownership
+from checker.queue.events import Key
 
 __all__ = ["Charged", "Deliveries", "attribute_duplicates", "commit_rewinds", "commit_skips",
            "deliveries", "orphaned_partitions", "repeated_witness", "resumes", "seconds",

@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from checker.history import NEMESIS, Op
-from checker.queue_events import Key, normalise_key
+from checker.queue.events import Key, normalise_key
 
 __all__ = ["Commit", "CommittedRead", "Delivery", "Entry", "Group", "GroupsHistory", "Log",
            "Member", "Ownership", "Rebalance", "read_groups", "rebalances"]

@@ -38,8 +38,8 @@ from typing import Any
 
 import edn_format
 
-from checker.errors import HistoryError
-from checker.history import (
+from checker.history.errors import HistoryError
+from checker.history.ops import (
     OP_TYPES,
     HistoryValidator,
     Op,
@@ -47,9 +47,8 @@ from checker.history import (
     op_from_json,
     read_numbered_history,
 )
-from checker.queue_events import events_of
 
-__all__ = ["FORMATS", "QUEUE_FORMATS", "detect_format", "read_ops", "read_queue_ops"]
+__all__ = ["FORMATS", "QUEUE_FORMATS", "detect_format", "numbered_queue_ops", "read_ops"]
 
 FORMATS = ("jsonl", "edn", "porcupine-etcd", "porcupine-kv")
 QUEUE_FORMATS = ("jsonl", "edn")
@@ -112,9 +111,11 @@ def read_ops(path: str | os.PathLike[str], fmt: str = "auto") -> list[Op]:
     return ops
 
 
-def read_queue_ops(path: str | os.PathLike[str], fmt: str = "auto") -> list[Op]:
-    """All ops of a queue-workload history in one of QUEUE_FORMATS (or "auto"), validated
-    as a history and micro-op by micro-op; an empty file has none."""
+def numbered_queue_ops(path: str | os.PathLike[str],
+                       fmt: str = "auto") -> Iterable[tuple[int, Op]]:
+    """(line, op) for the ops of a queue-workload history in one of QUEUE_FORMATS (or
+    "auto"), validated as a history; an empty file has none. The queue family validates
+    the micro-ops (`checker.queue.events.read_queue_ops`)."""
     source = os.fspath(path)
     if fmt == "auto":
         first = _first_text(source)
@@ -125,20 +126,11 @@ def read_queue_ops(path: str | os.PathLike[str], fmt: str = "auto") -> list[Op]:
             raise HistoryError(source, first, f"{fmt} is not a queue history format "
                                               f"(expected one of {', '.join(QUEUE_FORMATS)})")
     if fmt == "jsonl":
-        numbered: Iterable[tuple[int, Op]] = read_numbered_history(source)
-    elif fmt == "edn":
-        numbered = _validating(source, _edn_ops(source, missing_time=0, int_keys=True))
-    else:
-        raise ValueError(f"unknown queue history format {fmt!r} "
-                         f"(expected auto or one of {QUEUE_FORMATS})")
-    ops = []
-    for line, op in numbered:
-        try:
-            events_of(op.index, op.time, op.type, op.process, op.f, op.value, op.extra)
-        except ValueError as error:
-            raise HistoryError(source, line, str(error)) from None
-        ops.append(op)
-    return ops
+        return read_numbered_history(source)
+    if fmt == "edn":
+        return _validating(source, _edn_ops(source, missing_time=0, int_keys=True))
+    raise ValueError(f"unknown queue history format {fmt!r} "
+                     f"(expected auto or one of {QUEUE_FORMATS})")
 
 
 def _first_line(source: str) -> tuple[int, str]:

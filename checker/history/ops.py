@@ -6,7 +6,7 @@ validated, `pair_operations` pairs each invocation with its completion, and
 `write_edn` exports Jepsen's EDN history format.
 
 `HistoryValidator` holds the history rules. A history split into slices (the
-byte ranges `checker.spark_queue` parses on executors) is validated slice by slice
+byte ranges `checker.spark.queue` parses on executors) is validated slice by slice
 with `SliceValidator`, which does not know what came before its slice; the
 caller then `join`s the slices' `SliceState`s, in order, into one
 HistoryValidator, which raises the violation `read_history` would raise, at
@@ -25,7 +25,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, TextIO, get_args
 
-from checker.errors import HistoryError
+from checker.history.errors import HistoryError
 
 __all__ = [
     "FAULT_STOPS",
@@ -383,7 +383,7 @@ def write_jsonl(ops: Iterable[Op], path: str | os.PathLike[str]) -> int:
     """Write ops, as they are, to a JSONL history at `path`; returns how many.
 
     Nothing is re-indexed or re-validated: give ops read by a validating reader
-    (`read_history`, `checker.formats.read_queue_ops`). A value with no JSON form
+    (`read_history`, `checker.queue.events.read_queue_ops`). A value with no JSON form
     is an error naming the output line.
     """
     target = os.fspath(path)

@@ -1,9 +1,9 @@
 """The linearizability checker of the composition: each key of a queue history as a log.
 
-`LinearizabilityChecker` is a `Checker` (checker.checkers). It pairs the
+`LinearizabilityChecker` is a `Checker` (checker.core). It pairs the
 history's ops, splits them with its model's `partition` (by default
-`checker.models.LOG`, one Kafka partition per key: P-compositionality), runs
-the search of `checker.linearizability` on every key within the budget, and
+`checker.lin.models.LOG`, one Kafka partition per key: P-compositionality), runs
+the search of `checker.lin.search` on every key within the budget, and
 returns a `Result` (DESIGN.md, "Checker results"):
 
   valid       false when a key is not linearizable; "unknown" when a key's search
@@ -21,7 +21,7 @@ returns a `Result` (DESIGN.md, "Checker results"):
               counterexamples included, which `reports/linearizability.py` renders
   allowed     ["nonlinearizable"] when the test does not promise a linearizable log
 
-What the log model checks, per key (its reduction is explained in checker/models.py):
+What the log model checks, per key (its reduction is explained in checker/lin/models.py):
 
 - The key has one log of (offset, value) records whose offsets increase in append
   order; a value is appended at most once.
@@ -46,13 +46,13 @@ poll, acknowledged offsets going backwards in real time, and a poll contradictin
 what an earlier one saw (a stale leader's log).
 
 The test promises a linearizable log when it promises no acknowledged loss
-(`checker.queue.promises_no_loss`: acks=all, min.insync.replicas >= 2, unclean
+(`checker.queue.analysis.promises_no_loss`: acks=all, min.insync.replicas >= 2, unclean
 election off); otherwise a truncated log may hand a lost record's offset to another
 value, and "nonlinearizable" is reported as allowed, as the queue checker does with
 lost writes.
 
 Budget, per key: the `budget` the checker was built with (default
-`checker.linearizability.Budget()`: 60 s and 2,000,000 configurations), overridden
+`checker.lin.search.Budget()`: 60 s and 2,000,000 configurations), overridden
 by the test's `linearizability_budget_seconds` and
 `linearizability_budget_configurations`, overridden in turn by the same keys in
 `opts`.
@@ -65,11 +65,11 @@ from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from checker.checkers import Anomaly, Result, condense, merge_valid
+from checker.core import Anomaly, Result, condense, merge_valid
 from checker.history import Op, Operation, pair_operations
-from checker.linearizability import Budget, PartitionResult, check_partition, partitions_of
-from checker.models import LOG, Model, Placed, Polled
-from checker.queue import promises_no_loss
+from checker.lin.models import LOG, Model, Placed, Polled
+from checker.lin.search import Budget, PartitionResult, check_partition, partitions_of
+from checker.queue.analysis import promises_no_loss
 
 __all__ = [
     "BUDGET_CONFIGURATIONS",

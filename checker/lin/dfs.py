@@ -16,7 +16,7 @@ there:
   moves, the search backtracks: it restores the last move and tries the next
   entry after it. Backtracking past the first move means no order exists.
 
-Reductions, the sweep's as well (checker/lin_sweep.py), keep it narrow:
+Reductions, the sweep's as well (checker/lin/sweep.py), keep it narrow:
 
 - A read-only entry of the window that the state makes legal and leaves as it
   is joins the current move at once (doing it earlier never hurts), so the
@@ -35,7 +35,7 @@ from __future__ import annotations
 
 from collections.abc import Generator, Sequence
 
-from checker.lin_entries import (
+from checker.lin.entries import (
     Counterexample,
     Entry,
     MemoExhausted,
@@ -44,7 +44,7 @@ from checker.lin_entries import (
     extend,
     trail_order,
 )
-from checker.models import Model
+from checker.lin.models import Model
 
 STEPS_PER_SLICE = 512
 

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from checker.history import Operation
-from checker.models import Model, State
+from checker.lin.models import Model, State
 
 
 @dataclass(frozen=True, slots=True)

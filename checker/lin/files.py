@@ -4,7 +4,7 @@ The same plan serves the calling process (`check_files`) and Spark
 (`checker.spark`): a file becomes a `FileJob` with its partitions, each
 partition is checked on its own, and `summarise` folds the partition results
 back into one `FileResult` per file, in the JSON shape of `kchaos check-lin`, its
-verdict merged by `checker.checkers.merge_valid`.
+verdict merged by `checker.core.merge_valid`.
 """
 
 from __future__ import annotations
@@ -15,18 +15,18 @@ from collections.abc import Callable, Hashable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from checker.checkers import Verdict, merge_valid
-from checker.errors import HistoryError
-from checker.formats import FORMATS, detect_format, read_ops
+from checker.core import Verdict, merge_valid
 from checker.history import Operation, pair_operations
-from checker.linearizability import (
+from checker.history.errors import HistoryError
+from checker.history.formats import FORMATS, detect_format, read_ops
+from checker.lin.models import MODELS
+from checker.lin.search import (
     Budget,
     Counterexample,
     PartitionResult,
     check_partition,
     partitions_of,
 )
-from checker.models import MODELS
 
 MODEL_NAMES = ("auto", *MODELS)
 FORMAT_NAMES = ("auto", *FORMATS)

@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from checker.history import Operation
-from checker.queue_events import normalise_key
+from checker.queue.events import normalise_key
 
 State = Hashable
 Step = Callable[[State, Operation], tuple[bool, State]]

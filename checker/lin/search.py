@@ -2,14 +2,14 @@
 
 Each partition (P-compositionality: a history is linearizable iff every
 partition of the model is) is decided by a portfolio of two complete searches
-over the same entries (checker/lin_entries.py), run in one process under one
+over the same entries (checker/lin/entries.py), run in one process under one
 budget:
 
-- the frontier sweep (checker/lin_sweep.py): Wing & Gong with Lowe's
+- the frontier sweep (checker/lin/sweep.py): Wing & Gong with Lowe's
   just-in-time linearization and memoised configurations, organised as a
   sweep over the events; it proves histories invalid fast, because it meets
   the return that cannot be reached without trying orders past it;
-- the depth-first search (checker/lin_dfs.py), as Porcupine's: one
+- the depth-first search (checker/lin/dfs.py), as Porcupine's: one
   configuration, a memo of (linearized set, state), backtracking; it walks
   straight through valid histories with many concurrent processes, where
   the sweep's frontier grows.
@@ -38,12 +38,12 @@ from collections.abc import Hashable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from checker.checkers import Verdict, merge_valid
+from checker.core import Verdict, merge_valid
 from checker.history import Operation
-from checker.lin_dfs import DepthFirst
-from checker.lin_entries import Counterexample, MemoExhausted, prepare_entries
-from checker.lin_sweep import Sweep
-from checker.models import Model
+from checker.lin.dfs import DepthFirst
+from checker.lin.entries import Counterexample, MemoExhausted, prepare_entries
+from checker.lin.models import Model
+from checker.lin.sweep import Sweep
 
 __all__ = [
     "DEFAULT_BUDGET_SECONDS",
@@ -99,7 +99,7 @@ class PartitionResult:
 @dataclass(frozen=True)
 class SearchResult:
     """The search's verdict over all partitions (`merge_valid` of theirs); a checker wraps
-    it in `checker.checkers.Result`."""
+    it in `checker.core.Result`."""
 
     valid: Verdict
     partitions: list[PartitionResult] = field(default_factory=list)

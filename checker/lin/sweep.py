@@ -23,12 +23,12 @@ Three reductions keep the frontier small without losing completeness:
   of each kind is tried; and a configuration that left one unapplied
   dominates the same one that applied it.
 - Failed operations, and read-only ones of unknown outcome, are no entries
-  (checker/lin_entries.py).
+  (checker/lin/entries.py).
 
 The sweep decides invalid histories fast, since it meets the return that
 cannot be reached without trying orders past it; with many concurrent
 processes its frontier grows where the depth-first search
-(checker/lin_dfs.py) walks straight through a valid history.
+(checker/lin/dfs.py) walks straight through a valid history.
 
 `run` is a generator that yields every few hundred steps, so that a
 portfolio can interleave it with the depth-first search, and returns the
@@ -40,7 +40,7 @@ from __future__ import annotations
 from collections.abc import Generator, Hashable, Sequence
 from typing import Any
 
-from checker.lin_entries import (
+from checker.lin.entries import (
     Counterexample,
     Entry,
     MemoExhausted,
@@ -49,7 +49,7 @@ from checker.lin_entries import (
     extend,
     trail_order,
 )
-from checker.models import Model
+from checker.lin.models import Model
 
 STEPS_PER_SLICE = 64
 

@@ -19,8 +19,15 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-from checker.checkers import AnalysisChecker, Result, condense
-from checker.queue import QueueAnalysis, acks_label, broker_setting, judged, promises_no_loss
+from checker.core import Result, condense
+from checker.queue.analysis import (
+    AnalysisChecker,
+    QueueAnalysis,
+    acks_label,
+    broker_setting,
+    judged,
+    promises_no_loss,
+)
 
 __all__ = ["AcksChecker", "counted_losses"]
 
@@ -29,7 +36,7 @@ NO_PROMISE = "none"
 
 
 def counted_losses(test: Mapping[str, Any], analysis: QueueAnalysis) -> list[dict[str, Any]]:
-    """The losses that count (`checker.queue.judged`): lost writes, and unseen sends when
+    """The losses that count (`checker.queue.analysis.judged`): lost writes, and unseen sends when
     the history ends with final reads."""
     final_reads = test.get("final_reads", True) is not False
     return [loss for loss in judged(test, analysis).losses

@@ -1,11 +1,11 @@
 """Jepsen's Kafka queue anomalies, found key by key and judged by the test's settings.
 
 The pipeline, the same in the calling process (`analyse`) and on Spark (`checker.spark`):
-`queue_events.events_of` turns each history op into per-key events and resets;
-`queue_events.proven_sends` of every key names the transactions of unknown outcome
+`checker.queue.events.events_of` turns each history op into per-key events and resets;
+`checker.queue.events.proven_sends` of every key names the transactions of unknown outcome
 (info) that a poll proves committed (it read a value they sent, at any key);
-`queue_finders.analyse_key` runs one finder per anomaly on each key's log (the anomalies
-are listed there) and extracts its dependency edges for `checker.txn`; `fold` merges the
+`checker.queue.finders.analyse_key` runs one finder per anomaly on each key's log (the anomalies
+are listed there) and extracts its dependency edges for `checker.txn.checker`; `fold` merges the
 key reports into a `QueueAnalysis`. Only a `txn` op is atomic: a `send` op's micro-ops
 are separate produce requests that may partly succeed, so an unknown-outcome send
 micro-op is committed only if its own value was read. A committed info send counts as
@@ -26,20 +26,21 @@ those are not counted lost).
 from __future__ import annotations
 
 import time
+from abc import ABC, abstractmethod
 from array import array
 from collections import defaultdict
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from checker.checkers import AnalysisChecker, Anomaly, Result, condense
-from checker.errors import HistoryError
-from checker.history import Op
-from checker.queue_events import RESET, Event, Key, events_of, proven_sends
-from checker.queue_finders import KeyReport, QueueBudget, analyse_key
+from checker.core import Anomaly, Memo, Result, condense, safely
+from checker.history import HistoryError, Op
+from checker.queue.events import RESET, Event, Key, events_of, proven_sends
+from checker.queue.finders import KeyReport, QueueBudget, analyse_key
 
 __all__ = [
     "ANOMALIES",
+    "AnalysisChecker",
     "KEY_TXN_ANOMALIES",
     "QueueAnalysis",
     "QueueChecker",
@@ -47,6 +48,7 @@ __all__ = [
     "allowed_anomalies",
     "analyse",
     "broker_setting",
+    "check_analysis_safe",
     "flag",
     "fold",
     "judged",
@@ -64,7 +66,7 @@ ANOMALIES = (
     "poll-skip", "nonmonotonic-poll", "int-poll-skip", "int-nonmonotonic-poll",
     "nonmonotonic-send", "int-send-skip", "int-nonmonotonic-send", "empty-history",
 )
-# Found key by key with the others, but judged by `checker.txn.TxnChecker`.
+# Found key by key with the others, but judged by `checker.txn.checker.TxnChecker`.
 KEY_TXN_ANOMALIES = ("G1b",)
 # Normal in Kafka's transaction model, as in Jepsen: producers interleave their sends.
 ALWAYS_ALLOWED = frozenset({"int-send-skip"})
@@ -153,7 +155,7 @@ class QueueAnalysis:
     """Every key's findings merged: anomaly counts and witnesses, losses (each a dict with
     kind, witness, status, invoke, time, acks, node and key), acks counts by raw acks
     value, unseen sends over time ([[second, count], ...]), stats, and each key's
-    dependency edges as (key, flat edges, edge values) for `checker.txn`."""
+    dependency edges as (key, flat edges, edge values) for `checker.txn.checker`."""
 
     anomalies: dict[str, Anomaly]
     losses: list[dict[str, Any]]
@@ -282,6 +284,39 @@ def _recounted(analysis: QueueAnalysis, losses: list[dict[str, Any]],
             anomalies.pop(kind, None)
     return replace(analysis, anomalies={k: anomalies[k] for k in (*ANOMALIES, *KEY_TXN_ANOMALIES)
                                         if k in anomalies}, losses=losses)
+
+
+class AnalysisChecker(ABC):
+    """A checker that works from the folded queue analysis (`QueueAnalysis`).
+
+    `check` takes the analysis from `opts["queue_analysis"]`, else from the check's
+    `Memo` (`opts["memo"]`, computed once for all the AnalysisCheckers composed), else
+    computes it in the calling process, so an AnalysisChecker is also a Checker.
+    """
+
+    @abstractmethod
+    def check_analysis(self, test: Mapping[str, Any], analysis: QueueAnalysis,
+                       opts: Mapping[str, Any]) -> Result: ...
+
+    def check(self, test: Mapping[str, Any], history: Sequence[Op],
+              opts: Mapping[str, Any]) -> Result:
+        analysis = opts.get("queue_analysis")
+        if analysis is None:
+            memo = opts.get("memo") or Memo()
+            analysis = memo.get("queue-analysis", lambda: analyse(
+                history, budget=QueueBudget.of(test, opts)))
+        if analysis.unknown:
+            return Result("unknown", error="; ".join(analysis.unknown))
+        return self.check_analysis(test, analysis, opts)
+
+
+def check_analysis_safe(checker: AnalysisChecker, test: Mapping[str, Any],
+                        analysis: QueueAnalysis, opts: Mapping[str, Any]) -> Result:
+    """Run an AnalysisChecker on an analysis; an analysis past its budget, or a crash, is an
+    "unknown" result with the reason."""
+    if analysis.unknown:
+        return Result("unknown", error="; ".join(analysis.unknown))
+    return safely(lambda: checker.check_analysis(test, analysis, opts))
 
 
 class QueueChecker(AnalysisChecker):

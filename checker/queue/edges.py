@@ -1,4 +1,4 @@
-"""One key's dependency edges between committed ops, for the cycles of `checker.txn`.
+"""One key's dependency edges between committed ops, for the cycles of `checker.txn.checker`.
 
 Edges, each from op a to op b:
   ww     a's send to the key is followed, at the next offset of the key's version order
@@ -35,8 +35,8 @@ from array import array
 from collections.abc import Sequence
 from typing import Any
 
-from checker.queue_events import Event
-from checker.queue_log import KeyLog
+from checker.queue.events import Event
+from checker.queue.log import KeyLog
 
 __all__ = ["EDGE_FIELDS", "KIND_NAMES", "RW", "WR", "WW", "WW_WR", "key_edges"]
 

@@ -11,12 +11,15 @@ sent proves all its sends committed: `proven_sends` (or, split for Spark,
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Hashable, Iterable, Mapping, Sequence
 from typing import Any
 
+from checker.history import HistoryError, Op, numbered_queue_ops
+
 __all__ = ["COMPLETE", "INVOKE", "READ", "RESET", "Event", "Key", "dropped_at", "events_of",
-           "normalise_key", "proven_by", "proven_sends", "txn_candidates"]
+           "normalise_key", "proven_by", "proven_sends", "read_queue_ops", "txn_candidates"]
 
 RESET = "\x00reset"
 DROP = "\x00drop"  # a reset's kept keys starting with DROP: it drops just the keys after it
@@ -34,6 +37,20 @@ def normalise_key(key: Any) -> Key:
     if isinstance(key, str) and _INTEGER.match(key):
         return int(key)
     return key
+
+
+def read_queue_ops(path: str | os.PathLike[str], fmt: str = "auto") -> list[Op]:
+    """All ops of a queue-workload history in one of QUEUE_FORMATS (or "auto"), validated
+    as a history and micro-op by micro-op; an empty file has none."""
+    source = os.fspath(path)
+    ops = []
+    for line, op in numbered_queue_ops(source, fmt):
+        try:
+            events_of(op.index, op.time, op.type, op.process, op.f, op.value, op.extra)
+        except ValueError as error:
+            raise HistoryError(source, line, str(error)) from None
+        ops.append(op)
+    return ops
 
 
 def events_of(index: int, when: int, kind: str, process: Any, f: str, value: Any,
@@ -200,7 +217,7 @@ def proven_sends(events: list[Event]) -> set[int]:
     """Transactions of unknown outcome (info) that one of this key's ok polls proves
     committed, by reading a value they sent, by index (their completion's, or their
     invoke's if they never completed). Pass the union over all keys to
-    `queue_finders.analyse_key` as `proven`. No pairing: an invoke's index among them is
+    `checker.queue.finders.analyse_key` as `proven`. No pairing: an invoke's index among them is
     harmless when the op did complete (its sends then carry the completion's index)."""
     candidates: dict[Any, list[int]] = {}
     for value, index in txn_candidates(events):

@@ -1,6 +1,6 @@
-"""One key's queue anomalies: `analyse_key` builds the key's log (`checker.queue_log`)
+"""One key's queue anomalies: `analyse_key` builds the key's log (`checker.queue.log`)
 and runs one finder per anomaly on it, and collects the key's dependency edges
-(`checker.queue_edges`) into a `KeyReport`.
+(`checker.queue.edges`) into a `KeyReport`.
 
 Anomalies (witnesses name ops by index):
   lost-write             committed, never read, though a later offset of its key was read;
@@ -21,7 +21,7 @@ Anomalies (witnesses name ops by index):
   int-send-skip          one op's successive sends to a key are not adjacent in the log
                          (allowed: transactions interleave their sends in Kafka)
   int-nonmonotonic-send  one op's successive sends to a key go backwards in the log
-  G1b                    (for `checker.txn`) an ok poll's last record of a key is a
+  G1b                    (for `checker.txn.checker`) an ok poll's last record of a key is a
                          committed transaction's send that was not its last to that key
 
 Offsets are compared by their rank in the key's version order, so gaps that no op ever
@@ -41,9 +41,9 @@ from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from checker.queue_edges import key_edges
-from checker.queue_events import Event, Key, dropped_at
-from checker.queue_log import KeyLog, Write, key_log, pair_key_events
+from checker.queue.edges import key_edges
+from checker.queue.events import Event, Key, dropped_at
+from checker.queue.log import KeyLog, Write, key_log, pair_key_events
 
 __all__ = ["KeyReport", "QueueBudget", "analyse_key"]
 
@@ -88,7 +88,8 @@ class _OutOfTime(Exception):
 @dataclass
 class KeyReport:
     """What one key's analysis found. `edges` are the key's dependency edges between ops,
-    flat (`queue_edges.EDGE_FIELDS` ints each), and `edge_values` their values (from, to)."""
+    flat (`checker.queue.edges.EDGE_FIELDS` ints each), and `edge_values` their values
+    (from, to)."""
 
     key: Key
     counts: dict[str, int] = field(default_factory=dict)
@@ -114,7 +115,7 @@ def analyse_key(key: Key, events: list[Event],
                 proven: Collection[int] = frozenset()) -> KeyReport:
     """Run every finder on one key's events; `resets` maps process -> sorted (index, kept
     keys) of its reassignments, `proven` holds the indices of info transactions known to
-    have committed (`queue_events.proven_sends` of every key). Past the budget (too many
+    have committed (`checker.queue.events.proven_sends` of every key). Past the budget (too many
     events, or `deadline` passed) the report is `unknown`."""
     budget = budget or QueueBudget()
     too_many = budget.too_many(key, len(events))

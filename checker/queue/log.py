@@ -1,5 +1,5 @@
-"""One key's log as the finders (`checker.queue_finders`) and the dependency edges
-(`checker.queue_edges`) see it: its sends paired with their completions, which of them
+"""One key's log as the finders (`checker.queue.finders`) and the dependency edges
+(`checker.queue.edges`) see it: its sends paired with their completions, which of them
 committed, and the version order of its offsets."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from collections.abc import Collection
 from dataclasses import dataclass
 from typing import Any
 
-from checker.queue_events import COMPLETE, INVOKE, Event, Key
+from checker.queue.events import COMPLETE, INVOKE, Event, Key
 
 __all__ = ["KeyLog", "Write", "key_log", "pair_key_events"]
 

@@ -2,7 +2,7 @@
 
 Queue histories (`check_history_on_spark`, or many at once with
 `check_histories_on_spark`, a night of runs) are analysed on the executors by
-`checker.spark_queue` (each history whole in one task, or split by key; the
+`checker.spark.queue` (each history whole in one task, or split by key; the
 executors never open a driver's path), then the driver hands each history's
 analysis to every `AnalysisChecker` (queue, acks, elections, txn); any other
 checker runs on the driver with the loaded history.
@@ -27,22 +27,14 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from checker.checkers import (
-    AnalysisChecker,
-    Checker,
-    Composed,
-    Result,
-    check_analysis_safe,
-    check_safe,
-    compose_results,
-)
-from checker.errors import HistoryError
-from checker.files import FileResult, check_job_partition, load_job, summarise
+from checker.core import Checker, Composed, Result, check_safe, compose_results
 from checker.history import Op, Operation, load_history, numbered_ops
-from checker.linearizability import Budget, PartitionResult
-from checker.queue import QueueAnalysis
-from checker.queue_finders import QueueBudget
-from checker.spark_queue import HistorySource, is_shared, queue_analyses_on_spark
+from checker.history.errors import HistoryError
+from checker.lin.files import FileResult, check_job_partition, load_job, summarise
+from checker.lin.search import Budget, PartitionResult
+from checker.queue.analysis import AnalysisChecker, QueueAnalysis, check_analysis_safe
+from checker.queue.finders import QueueBudget
+from checker.spark.queue import HistorySource, is_shared, queue_analyses_on_spark
 
 DEFAULT_MASTER = "local[*]"
 

@@ -3,18 +3,18 @@
 `queue_analyses_on_spark` chooses per history with `checked_whole`:
 
 - whole: one task receives the history's bytes, parses and validates them line
-  by line and runs `checker.queue.analyse` on them, exactly as the calling
+  by line and runs `checker.queue.analysis.analyse` on them, exactly as the calling
   process would; tasks go largest first, so the executors stay evenly loaded,
   and nothing is shuffled;
 - split by key, for a history too large for one executor's share: executors
   parse byte ranges of it into per-key events, the events of each key (tagged
   with its history's number) meet in one task that runs
-  `checker.queue_finders.analyse_key`, and the driver folds the key reports.
+  `checker.queue.finders.analyse_key`, and the driver folds the key reports.
   Executors also validate the history rules within their range
   (`checker.history.SliceValidator`) and the driver joins the ranges in order.
 
 Either way a malformed history gives the `HistoryError` (line and reason) that
-`checker.formats.read_queue_ops` gives.
+`checker.queue.events.read_queue_ops` gives.
 
 Executors never open a driver's path: the driver reads a history given as a
 path and ships its bytes through Spark (compressed; cut at line ends, each
@@ -36,8 +36,6 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from checker import queue
-from checker.errors import HistoryError
 from checker.history import (
     HistoryValidator,
     Op,
@@ -46,9 +44,10 @@ from checker.history import (
     numbered_ops,
     op_from_line,
 )
-from checker.queue import QueueAnalysis, fold
-from checker.queue_events import RESET, events_of, proven_by, txn_candidates
-from checker.queue_finders import KeyReport, QueueBudget, analyse_key
+from checker.history.errors import HistoryError
+from checker.queue.analysis import QueueAnalysis, analyse, fold
+from checker.queue.events import RESET, events_of, proven_by, txn_candidates
+from checker.queue.finders import KeyReport, QueueBudget, analyse_key
 
 RANGE_BYTES = 16 * 1024 * 1024
 WHOLE_SHARE = 1.5
@@ -135,7 +134,7 @@ def _whole_analyses(context: Any, sources: Sequence[HistorySource], sizes: Seque
 def _analyse_whole(number: int, name: str, budget: QueueBudget,
                    data: bytes) -> tuple[int, QueueAnalysis | HistoryError]:
     """(number, the analysis of a history's bytes or its HistoryError) as the calling
-    process gives them: `read_queue_ops` checks line by line, then `checker.queue.analyse`
+    process gives them: `read_queue_ops` checks line by line, then `analyse`
     (which reads the ops as they are validated, so the first bad line is the one named)."""
     line = 0
 
@@ -146,7 +145,7 @@ def _analyse_whole(number: int, name: str, budget: QueueBudget,
             yield op
 
     try:
-        return number, queue.analyse(ops(), name, budget)
+        return number, analyse(ops(), name, budget)
     except HistoryError as error:
         # analyse names a bad micro-op by its op's index + 1, at most the line read last
         return number, HistoryError(name, max(error.line, line), error.reason)
@@ -215,7 +214,7 @@ def _split_analyses(context: Any, sources: Sequence[HistorySource],
 def _txn_candidates(meta: list[tuple[tuple[int, str], Any]]
                     ) -> dict[tuple[int, Any], dict[Any, list[int]]]:
     """(history number, key) -> value -> indices of the transactional sends of unknown
-    outcome that the ranges found (`checker.queue_events.txn_candidates`)."""
+    outcome that the ranges found (`checker.queue.events.txn_candidates`)."""
     candidates: dict[tuple[int, Any], dict[Any, list[int]]] = {}
     for (number, kind), body in meta:
         if kind == CANDIDATES:
@@ -228,7 +227,7 @@ def _proven_sends(context: Any, parsed: Any, slots: Mapping[tuple[int, Any], int
                   candidates: dict[tuple[int, Any], dict[Any, list[int]]]
                   ) -> dict[int, set[int]]:
     """History number -> the info transactions some key of it proves committed
-    (`checker.queue_events.proven_sends`), without gathering keys: the candidates go to every
+    (`checker.queue.events.proven_sends`), without gathering keys: the candidates go to every
     range, which names those its ok polls read. No pass at all without candidates."""
     candidates = {tagged: values for tagged, values in candidates.items() if tagged in slots}
     if not candidates:

@@ -1,7 +1,7 @@
 """Elle-style cycles in the dependency graph that the queue's offsets give.
 
 Vertices are committed ops (ok, or info proven by a read); the edges (ww, wr, ww+wr and
-rw) and which ops are vertices come key by key from `checker.queue_edges`, on Spark
+rw) and which ops are vertices come key by key from `checker.queue.edges`, on Spark
 executors too, as flat ints in each `KeyReport`. `cycle_anomalies` merges them on the
 driver, finds strongly connected components with an iterative Tarjan, and one short
 cycle per component by breadth-first search:
@@ -10,7 +10,7 @@ cycle per component by breadth-first search:
   G-single  a cycle with exactly one rw edge (read skew)
   G2        a cycle with several rw edges, where no cycle of its component has one
             alone (write skew; Elle's G2-item)
-`TxnChecker` reports them with G1b (found key by key, `checker.queue_finders`). As
+`TxnChecker` reports them with G1b (found key by key, `checker.queue.finders`). As
 Jepsen's `allowed-error-types`: G0 is allowed (Kafka never isolates writes: log order
 is not commit order), and so is G1c unless some cycle has wr edges only (Jepsen allows
 G1c when it infers ww edges). G1b is allowed too: a poll may end inside a committed
@@ -33,9 +33,14 @@ from collections.abc import Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from checker.checkers import AnalysisChecker, Anomaly, Result, condense
-from checker.queue import KEY_TXN_ANOMALIES, QueueAnalysis, reads_uncommitted
-from checker.queue_edges import EDGE_FIELDS, KIND_NAMES, RW, WR, WW, WW_WR
+from checker.core import Anomaly, Result, condense
+from checker.queue.analysis import (
+    KEY_TXN_ANOMALIES,
+    AnalysisChecker,
+    QueueAnalysis,
+    reads_uncommitted,
+)
+from checker.queue.edges import EDGE_FIELDS, KIND_NAMES, RW, WR, WW, WW_WR
 
 __all__ = ["Cycles", "TxnChecker", "cycle_anomalies", "strongly_connected"]
 

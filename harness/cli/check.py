@@ -11,10 +11,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-from checker.checkers import Composed, Result
-from checker.errors import HistoryError
-from checker.formats import QUEUE_FORMATS
+from checker.core import Composed, Result
 from checker.history import Op
+from checker.history.errors import HistoryError
+from checker.history.formats import QUEUE_FORMATS
 from checker.registry import NEED_NODE_LOGS, checker_names, composed
 from harness import exit_codes
 from harness.config import ConfigError
@@ -110,9 +110,9 @@ def _contract(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def _check_history(args: argparse.Namespace) -> int:
-    from checker.formats import read_queue_ops
+    from checker.queue.events import read_queue_ops
     from checker.spark import SparkJobFailed
-    from checker.spark_queue import is_shared
+    from checker.spark.queue import is_shared
 
     started = time.monotonic()
     try:

@@ -7,21 +7,19 @@ import json
 
 import pytest
 
-from checker.acks import AcksChecker
-from checker.checkers import (
-    AnalysisChecker,
+from checker.cluster.elections import ElectionChecker
+from checker.core import (
     Anomaly,
     Result,
-    check_analysis_safe,
     check_safe,
     compose,
     condense,
     merge_valid,
 )
-from checker.elections import ElectionChecker
-from checker.files import FileJob, summarise
-from checker.linearizability import PartitionResult
-from checker.queue import QueueChecker, analyse
+from checker.lin.files import FileJob, summarise
+from checker.lin.search import PartitionResult
+from checker.queue.acks import AcksChecker
+from checker.queue.analysis import AnalysisChecker, QueueChecker, analyse, check_analysis_safe
 from harness.exit_codes import for_files
 from tests.support.queue_histories import Builder
 

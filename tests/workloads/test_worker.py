@@ -7,7 +7,7 @@ import time
 import pytest
 
 from checker.history import load_history
-from checker.queue import QueueChecker
+from checker.queue.analysis import QueueChecker
 from tests.support.memory_queue import MemoryClient, MemoryLog
 from workloads import final
 from workloads import generator as gen
