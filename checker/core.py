@@ -33,6 +33,7 @@ __all__ = [
     "compose",
     "compose_results",
     "condense",
+    "describe_error",
     "merge_valid",
     "safely",
 ]
@@ -179,13 +180,14 @@ def safely(run: Callable[[], Result]) -> Result:
     try:
         result = run()
     except Exception as error:  # noqa: BLE001 - any crash is an unknown verdict
-        return Result("unknown", error=_describe(error), seconds=time.monotonic() - started)
+        return Result("unknown", error=describe_error(error), seconds=time.monotonic() - started)
     if not result.seconds:
         result.seconds = time.monotonic() - started
     return result
 
 
-def _describe(error: BaseException) -> str:
+def describe_error(error: BaseException) -> str:
+    """The error as one line: its type, message and where it was raised."""
     last = traceback.extract_tb(error.__traceback__)[-1:] if error.__traceback__ else []
     where = f" at {last[0].filename}:{last[0].lineno}" if last else ""
     return f"{type(error).__name__}: {error}{where}"

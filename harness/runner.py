@@ -20,12 +20,12 @@ import signal
 import sys
 import threading
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
-from checker.core import Composed, Result
+from checker.core import Result
 from checker.history import HistoryWriter
 from checker.history.errors import HistoryError
 from checker.registry import composed
@@ -86,7 +86,7 @@ def run_test(test: Test, out: TextIO = sys.stdout) -> RunOutcome:
                 return RunOutcome(run_dir, exit_codes.VALID, None)
             with _background_spark(test.spark_master) as spark:
                 _run_db_phase(test, record, run_dir, out)
-                results = _check(spark.session(), test.checker, run_dir, out)
+                results = _check(spark.session, test, run_dir, out)
         except (KeyboardInterrupt, Interrupted) as stop:
             log.error("interrupted: %s", type(stop).__name__)
             print(f"kchaos: interrupted; everything torn down, the history so far is in "
@@ -102,22 +102,23 @@ def run_test(test: Test, out: TextIO = sys.stdout) -> RunOutcome:
         return RunOutcome(run_dir, exit_codes.for_verdict(results.valid), results)
 
 
-def check_run(run_dir: Path, spark_master: str = "local[*]",
+def check_run(run_dir: Path, spark_master: str | None = None,
               out: TextIO | None = None) -> RunOutcome:
     """Re-run the checkers of a stored run and re-render its report."""
     [outcome] = check_runs([run_dir], spark_master, out)
     return outcome
 
 
-def check_runs(run_dirs: Sequence[Path], spark_master: str = "local[*]",
+def check_runs(run_dirs: Sequence[Path], spark_master: str | None = None,
                out: TextIO | None = None, *, shared_store: bool = False) -> list[RunOutcome]:
     """Re-run the checkers of stored runs in one Spark job (the keys of all their histories
     spread over the executors together), then write each run's results and report.
 
     With `shared_store`, the store is at the same path on every executor, which then reads
-    each history itself (a `file://` URL) instead of receiving it from the driver.
+    each history itself (a `file://` URL) instead of receiving it from the driver. Without
+    a master, small histories are checked in this process (`checker.spark.in_process`).
     """
-    from checker.spark import check_histories_on_spark, spark_session
+    from checker.spark import check_histories
 
     out = out or sys.stdout
     jobs = []
@@ -128,8 +129,7 @@ def check_runs(run_dirs: Sequence[Path], spark_master: str = "local[*]",
         source = history.resolve().as_uri() if shared_store else history
         jobs.append((test, source, composed(names), {"store_dir": str(run_dir)}))
     started = time.monotonic()
-    with spark_session(spark_master) as session:
-        checked = check_histories_on_spark(session, jobs)
+    checked = check_histories(jobs, spark_master)
     print(f"kchaos: checked {len(jobs)} run(s) in {time.monotonic() - started:.1f} s", file=out,
           flush=True)
     return [_record(run_dir, results, out) for run_dir, results in zip(run_dirs, checked,
@@ -242,12 +242,17 @@ class _Clock:
 # --- checking and reporting -------------------------------------------------------------------
 
 
-def _check(session: Any, checker: Composed, run_dir: Path, out: TextIO) -> Result:
-    from checker.spark import check_history_on_spark
+def _check(session: Callable[[], Any], test: Test, run_dir: Path, out: TextIO) -> Result:
+    """Check the run's history on the background session, or in this process when it is
+    small and no master was asked for."""
+    from checker.spark import check_histories
 
     started = time.monotonic()
-    results = check_history_on_spark(session, read_test(run_dir), run_dir / HISTORY_FILE,
-                                     checker.checkers, {"store_dir": str(run_dir)})
+    [results] = check_histories([(read_test(run_dir), run_dir / HISTORY_FILE,
+                                  test.checker.checkers, {"store_dir": str(run_dir)})],
+                                test.spark_master, session=session)
+    if isinstance(results, HistoryError):
+        raise results
     _write_results(run_dir, results)
     print(f"kchaos: checked in {time.monotonic() - started:.1f} s", file=out, flush=True)
     return results
@@ -283,10 +288,10 @@ def _summarise(results: Result, run_dir: Path, out: TextIO) -> None:
 class _BackgroundSpark:
     """A Spark session started in a thread while the test runs (it takes seconds)."""
 
-    def __init__(self, master: str) -> None:
-        from checker.spark import spark_session
+    def __init__(self, master: str | None) -> None:
+        from checker.spark import DEFAULT_MASTER, spark_session
 
-        self._manager = spark_session(master)
+        self._manager = spark_session(master or DEFAULT_MASTER)
         self._ready = threading.Event()
         self._session: Any = None
         self._error: BaseException | None = None
@@ -314,7 +319,7 @@ class _BackgroundSpark:
 
 
 @contextlib.contextmanager
-def _background_spark(master: str) -> Iterator[_BackgroundSpark]:
+def _background_spark(master: str | None) -> Iterator[_BackgroundSpark]:
     spark = _BackgroundSpark(master)
     try:
         yield spark

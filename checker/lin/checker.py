@@ -1,10 +1,10 @@
 """The linearizability checker of the composition: each key of a queue history as a log.
 
-`LinearizabilityChecker` is a `Checker` (checker.core). It pairs the
+`LinearizabilityChecker` is a `KeyedChecker` (checker.core). It pairs the
 history's ops, splits them with its model's `partition` (by default
 `checker.lin.models.LOG`, one Kafka partition per key: P-compositionality), runs
-the search of `checker.lin.search` on every key within the budget, and
-returns a `Result` (DESIGN.md, "Checker results"):
+the search of `checker.lin.search` on every key within the budget (on Spark, the
+keys in parallel), and returns a `Result` (DESIGN.md, "Checker results"):
 
   valid       false when a key is not linearizable; "unknown" when a key's search
               ran out of budget (the reasons in `error`), never a guess; else true
@@ -60,12 +60,11 @@ by the test's `linearizability_budget_seconds` and
 
 from __future__ import annotations
 
-import time
 from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from checker.core import Anomaly, Result, condense, merge_valid
+from checker.core import Anomaly, Result, check_by_key, condense, merge_valid
 from checker.history import Op, Operation, pair_operations
 from checker.lin.models import LOG, Model, Placed, Polled
 from checker.lin.search import Budget, PartitionResult, check_partition, partitions_of
@@ -86,6 +85,7 @@ PREFIX_TAIL = 3
 RECORDS_SHOWN = 4
 
 Partitions = list[tuple[Hashable, list[Operation]]]
+KeyVerdict = tuple[PartitionResult, dict[str, Any] | None]
 
 
 def budget_of(test: Mapping[str, Any], opts: Mapping[str, Any], default: Budget) -> Budget:
@@ -104,31 +104,41 @@ def budget_of(test: Mapping[str, Any], opts: Mapping[str, Any], default: Budget)
 
 @dataclass(frozen=True)
 class LinearizabilityChecker:
-    """Checks every key (partition of `model`) of a history for linearizability."""
+    """Checks every key (partition of `model`) of a history for linearizability.
+
+    A `KeyedChecker` (checker.core): `split` gives the keys' ops, `check_key` searches one
+    key (with its witness, if it is not linearizable), `merge` judges them all, so
+    `checker.spark` searches the keys on executors in parallel."""
 
     model: Model = LOG
     budget: Budget = field(default_factory=Budget)
 
     def check(self, test: Mapping[str, Any], history: Sequence[Op],
               opts: Mapping[str, Any]) -> Result:
-        started = time.monotonic()
-        budget = budget_of(test, opts, self.budget)
-        parts = self.partitions(history)
-        results = [check_partition(self.model, ops, key=key, budget=budget)
-                   for key, ops in parts]
-        return self.judge(test, parts, results, budget, time.monotonic() - started)
+        return check_by_key(self, test, history, opts)
 
-    def partitions(self, history: Sequence[Op]) -> Partitions:
+    def split(self, test: Mapping[str, Any], history: Sequence[Op],
+              opts: Mapping[str, Any]) -> Partitions:
         """The history's client ops paired and split into the model's partitions, by key."""
+        budget_of(test, opts, self.budget)  # a bad budget fails before any key is searched
         operations = pair_operations(history)
         return sorted(partitions_of(self.model, operations).items(), key=lambda kv: repr(kv[0]))
 
-    def judge(self, test: Mapping[str, Any], parts: Partitions,
-              results: Sequence[PartitionResult], budget: Budget, seconds: float) -> Result:
-        """The Result of every partition's result (`parts` gives the ops for witnesses)."""
-        ops_of = dict(parts)
-        witnesses = [_witness(self.model, r, ops_of[r.partition]) for r in results
-                     if r.valid is False and r.counterexample is not None]
+    def check_key(self, test: Mapping[str, Any], key: Hashable, part: Sequence[Operation],
+                  opts: Mapping[str, Any]) -> KeyVerdict:
+        """One key's search within the budget, and its witness if it is not linearizable."""
+        result = check_partition(self.model, part, key=key,
+                                 budget=budget_of(test, opts, self.budget))
+        witness = (_witness(self.model, result, part)
+                   if result.valid is False and result.counterexample is not None else None)
+        return result, witness
+
+    def merge(self, test: Mapping[str, Any], checked: Sequence[tuple[Hashable, KeyVerdict]],
+              opts: Mapping[str, Any], seconds: float) -> Result:
+        """The Result of every key's verdict, in key order."""
+        budget = budget_of(test, opts, self.budget)
+        results = [result for _, (result, _) in checked]
+        witnesses = [witness for _, (_, witness) in checked if witness is not None]
         unknown = [f"key {r.partition!r}: {r.reason}" for r in results if r.valid == "unknown"]
         anomalies: dict[str, Anomaly] = {}
         allowed: list[str] = []
@@ -140,8 +150,8 @@ class LinearizabilityChecker:
                     if not (r.valid is False and NONLINEARIZABLE in allowed)]
         stats = {
             "model": self.model.name,
-            "ops": sum(len(ops) for _, ops in parts),
-            "keys": len(parts),
+            "ops": sum(r.ops for r in results),
+            "keys": len(results),
             "budget": {"seconds": budget.seconds, "configurations": budget.max_configurations},
             "configurations": sum(r.configurations for r in results),
             "partition_results": [r.to_json() for r in results],

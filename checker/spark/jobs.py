@@ -1,11 +1,15 @@
-"""Checkers on Spark: the only module of `checker` that imports pyspark.
+"""Histories and files checked on Spark, or in the calling process when that is faster.
 
 Queue histories (`check_history_on_spark`, or many at once with
 `check_histories_on_spark`, a night of runs) are analysed on the executors by
 `checker.spark.queue` (each history whole in one task, or split by key; the
 executors never open a driver's path), then the driver hands each history's
-analysis to every `AnalysisChecker` (queue, acks, elections, txn); any other
-checker runs on the driver with the loaded history.
+analysis to every `AnalysisChecker` (queue, acks, elections, txn); every
+`KeyedChecker` (linearizability) is checked key by key on the executors
+(`checker.spark.keyed`), and any other checker (groups, transfer, availability)
+runs on the driver with the loaded history, all at the same time.
+`check_histories` checks small histories in the calling process instead, unless a
+master is given (`IN_PROCESS_BYTES`).
 
 Files of other formats (`check_files_on_spark`) are split as Porcupine splits
 them, by partition (P-compositionality): each partition of each file is one
@@ -16,83 +20,38 @@ a zip.
 """
 from __future__ import annotations
 
-import functools
-import os
-import shutil
-import sys
-import tempfile
 import time
-from collections.abc import Hashable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Hashable, Iterator, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from checker.core import Checker, Composed, Result, check_safe, compose_results
+from checker.core import (
+    Checker,
+    Composed,
+    KeyedChecker,
+    Memo,
+    Result,
+    check_safe,
+    compose,
+    compose_results,
+)
 from checker.history import Op, Operation, load_history, numbered_ops
 from checker.history.errors import HistoryError
 from checker.lin.files import FileResult, check_job_partition, load_job, summarise
 from checker.lin.search import Budget, PartitionResult
 from checker.queue.analysis import AnalysisChecker, QueueAnalysis, check_analysis_safe
+from checker.queue.events import read_queue_ops
 from checker.queue.finders import QueueBudget
+from checker.spark.keyed import check_keyed_on_spark
 from checker.spark.queue import HistorySource, is_shared, queue_analyses_on_spark
-
-DEFAULT_MASTER = "local[*]"
+from checker.spark.session import DEFAULT_MASTER, spark_failures, spark_session
 
 Unit = tuple[int, str, Hashable, list[Operation]]
 
-
-@contextmanager
-def spark_session(master: str = DEFAULT_MASTER, app_name: str = "kchaos") -> Iterator[Any]:
-    """A Spark session with `checker` shipped to its executors.
-
-    A session that was already running, started by any thread, is reused as it is (the
-    caller that started it shipped `checker` and stops it); otherwise it is stopped on exit.
-    """
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
-    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-    from pyspark.sql import SparkSession
-
-    already_running = _session_running()
-    session = (
-        SparkSession.builder.master(master)
-        .appName(app_name)
-        .config("spark.ui.enabled", "false")
-        .config("spark.ui.showConsoleProgress", "false")
-        .config("spark.driver.host", os.environ["SPARK_LOCAL_IP"])
-        .config("spark.python.worker.reuse", "true")
-        .getOrCreate()
-    )
-    if already_running:
-        yield session
-        return
-    session.sparkContext.setLogLevel("ERROR")
-    with tempfile.TemporaryDirectory(prefix="kchaos-spark-") as scratch:
-        session.sparkContext.addPyFile(_zip_package(Path(scratch)))
-        try:
-            yield session
-        finally:
-            session.stop()
-
-
-def _session_running() -> bool:
-    """Whether a session runs in this process: active in this thread, or the default one
-    another thread started (`getActiveSession` sees only this thread's)."""
-    from pyspark.errors import PySparkRuntimeError
-    from pyspark.sql import SparkSession
-
-    try:
-        SparkSession.active()
-    except PySparkRuntimeError:
-        return False
-    return True
-
-
-def _zip_package(directory: Path) -> str:
-    package = Path(__file__).resolve().parent
-    archive = shutil.make_archive(str(directory / "checker"), "zip", root_dir=package.parent,
-                                  base_dir=package.name)
-    return archive
+# Below this many bytes of JSONL history in all, checking in the calling process is done
+# before a Spark session would have started (measured: see bench/spark_checkers.py).
+IN_PROCESS_BYTES = 4_000_000
 
 
 def check_files_on_spark(
@@ -146,6 +105,43 @@ def _check_chunk(chunk: list[Unit], budget: Budget) -> list[tuple[int, Partition
             for index, model, key, ops in chunk]
 
 
+def in_process(sources: Sequence[HistorySource], master: str | None) -> bool:
+    """Whether to check these histories in the calling process rather than start Spark: no
+    master was asked for, every history is a local file, and together they are smaller
+    than IN_PROCESS_BYTES."""
+    if master is not None or any(is_shared(source) for source in sources):
+        return False
+    return sum(Path(source).stat().st_size for source in sources) < IN_PROCESS_BYTES
+
+
+def check_histories(jobs: Sequence[HistoryJob], master: str | None = None, *,
+                    session: Callable[[], Any] | None = None,
+                    timings: dict[str, float] | None = None) -> list[Result | HistoryError]:
+    """What `check_histories_on_spark` gives, checked where it is fastest: in the calling
+    process when `in_process` says so, else on Spark (the session `session()` gives, or a
+    new one of `master`, DEFAULT_MASTER by default)."""
+    if in_process([source for _, source, _, _ in jobs], master):
+        return [_check_here(*job) for job in jobs]
+    if session is not None:
+        return check_histories_on_spark(session(), jobs, timings=timings)
+    with spark_session(master or DEFAULT_MASTER) as started:
+        return check_histories_on_spark(started, jobs, timings=timings)
+
+
+def _check_here(test: Mapping[str, Any], source: HistorySource,
+                checkers: Mapping[str, Checker] | Composed,
+                opts: Mapping[str, Any] | None) -> Result | HistoryError:
+    started = time.monotonic()
+    try:
+        history = read_queue_ops(Path(source), "jsonl")
+    except HistoryError as error:
+        return error
+    named = checkers if isinstance(checkers, Composed) else compose(checkers)
+    result = named.check(test, history, opts or {})
+    result.seconds = time.monotonic() - started
+    return result
+
+
 HistoryJob = tuple[Mapping[str, Any], HistorySource, Mapping[str, Checker] | Composed,
                    Mapping[str, Any] | None]
 
@@ -185,7 +181,7 @@ def check_histories_on_spark(session: Any, jobs: Sequence[HistoryJob], *,
     timings = timings if timings is not None else {}
     started = time.monotonic()
     budgets = [QueueBudget.of(test, opts or {}) for test, _, _, opts in jobs]
-    with _spark_failures():
+    with spark_failures():
         analyses = queue_analyses_on_spark(session, [source for _, source, _, _ in jobs],
                                            budgets, timings)
         shared_seconds = time.monotonic() - started
@@ -195,50 +191,64 @@ def check_histories_on_spark(session: Any, jobs: Sequence[HistoryJob], *,
                 outcomes.append(analysis)
                 continue
             begun = time.monotonic()
-            result = _run_checkers(session, test, source, checkers,
-                                   {**(opts or {}), "queue_analysis": analysis}, analysis)
+            result = _run_checkers(session, test, source, checkers, opts or {}, analysis)
             result.seconds = shared_seconds + time.monotonic() - begun
             outcomes.append(result)
     timings["check"] = time.monotonic() - started - timings["whole"] - timings["load"]
     return outcomes
 
 
-class SparkJobFailed(RuntimeError):
-    """A Spark job failed, e.g. because an executor could not read a shared history; the
-    message is Spark's reason."""
-
-
-@contextmanager
-def _spark_failures() -> Iterator[None]:
-    """Spark's Java errors (py4j's, which carry the `java_exception`) as SparkJobFailed,
-    with the first line of Spark's reason; any other error goes through."""
-    try:
-        yield
-    except Exception as error:
-        java = getattr(error, "java_exception", None)
-        if java is None:
-            raise
-        raise SparkJobFailed(str(java.toString()).splitlines()[0]) from None
-
-
 def _run_checkers(session: Any, test: Mapping[str, Any], source: HistorySource,
-                  checkers: Mapping[str, Checker] | Composed, opts: dict[str, Any],
+                  checkers: Mapping[str, Checker] | Composed, opts: Mapping[str, Any],
                   analysis: QueueAnalysis) -> Result:
-    """AnalysisCheckers get the analysis; any other checker the history, loaded on the
-    driver only if one needs it."""
-    history = functools.cache(lambda: _driver_history(session, source))
+    """AnalysisCheckers judge the analysis; KeyedCheckers are checked key by key on the
+    executors, all of them in one Spark job; any other checker runs on the driver with the
+    history, loaded once and only if one needs it. The Spark job and the driver's
+    checkers run at the same time, each in a thread."""
+    memo = Memo()
 
-    def run(checker: Checker) -> Result:
-        if isinstance(checker, Composed):
-            begun = time.monotonic()
-            results = {name: run(c) for name, c in checker.checkers.items()}
-            return compose_results(results, time.monotonic() - begun)
-        if isinstance(checker, AnalysisChecker):
-            return check_analysis_safe(checker, test, analysis, opts)
-        return check_safe(checker, test, history(), opts)
+    def history() -> list[Op]:
+        return memo.get("history", lambda: _driver_history(session, source))
 
+    leaves = dict(_leaves(checkers))
+    keyed = {path: c for path, c in leaves.items() if isinstance(c, KeyedChecker)}
+    on_driver = {path: c for path, c in leaves.items()
+                 if not isinstance(c, KeyedChecker | AnalysisChecker)}
+    results: dict[tuple[str, ...], Result] = {}
+    with ThreadPoolExecutor(max_workers=1 + len(on_driver),
+                            thread_name_prefix="kchaos-checker") as pool:
+        on_spark = pool.submit(lambda: check_keyed_on_spark(
+            session, test, history(), list(keyed.values()), opts)) if keyed else None
+        driven = {path: pool.submit(lambda c=c: check_safe(
+            c, test, history(), {**opts, "queue_analysis": analysis, "memo": memo}))
+                  for path, c in on_driver.items()}
+        for path, checker in leaves.items():
+            if isinstance(checker, AnalysisChecker):
+                results[path] = check_analysis_safe(checker, test, analysis, opts)
+        if on_spark is not None:
+            results.update(zip(keyed, on_spark.result(), strict=True))
+        results.update((path, future.result()) for path, future in driven.items())
+    return _assembled(checkers, results, ())
+
+
+def _leaves(checkers: Mapping[str, Checker] | Composed, path: tuple[str, ...] = ()
+            ) -> Iterator[tuple[tuple[str, ...], Checker]]:
+    """Every checker under its path of names, composed ones opened."""
     named = checkers.checkers if isinstance(checkers, Composed) else checkers
-    return compose_results({name: run(checker) for name, checker in named.items()})
+    for name, checker in named.items():
+        if isinstance(checker, Composed):
+            yield from _leaves(checker, (*path, name))
+        else:
+            yield (*path, name), checker
+
+
+def _assembled(checkers: Mapping[str, Checker] | Composed,
+               results: Mapping[tuple[str, ...], Result], path: tuple[str, ...]) -> Result:
+    """The composed Result of the leaves' results, nested as the checkers are."""
+    named = checkers.checkers if isinstance(checkers, Composed) else checkers
+    composed = {name: _assembled(c, results, (*path, name)) if isinstance(c, Composed)
+                else results[(*path, name)] for name, c in named.items()}
+    return compose_results(composed, max((r.seconds for r in composed.values()), default=0.0))
 
 
 def _driver_history(session: Any, source: HistorySource) -> list[Op]:
@@ -250,11 +260,11 @@ def _driver_history(session: Any, source: HistorySource) -> list[Op]:
 
 
 __all__ = [
-    "DEFAULT_MASTER",
-    "SparkJobFailed",
+    "IN_PROCESS_BYTES",
     "check_files_on_spark",
+    "check_histories",
     "check_histories_on_spark",
     "check_history_on_spark",
+    "in_process",
     "run_units",
-    "spark_session",
 ]

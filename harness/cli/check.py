@@ -37,7 +37,9 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
     check.add_argument("run_dirs", type=Path, nargs="+", metavar="STORE_DIR",
                        help="a run folder, a test folder or the store (follows 'latest'); "
                             "several are checked together in one Spark job")
-    check.add_argument("--spark-master", metavar="URL", default="local[*]")
+    check.add_argument("--spark-master", metavar="URL",
+                       help="Spark master (default local[*], or this process for small "
+                            "histories)")
     check.add_argument("--shared-store", action="store_true",
                        help="the store is at the same path on every Spark executor (a shared "
                             "file system): executors read the histories themselves instead "
@@ -66,7 +68,9 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
     add_arguments(bare.add_argument_group("the contract the history is checked against"),
                   _contract_options())
     where = bare.add_mutually_exclusive_group()
-    where.add_argument("--spark-master", metavar="URL", help="Spark master (default local[*])")
+    where.add_argument("--spark-master", metavar="URL",
+                       help="Spark master (default local[*], or this process for small "
+                            "histories)")
     where.add_argument("--local", action="store_true", help="check in this process, without Spark")
     bare.add_argument("--json", metavar="OUT", type=Path,
                       help="write the results as JSON (of several files: {\"files\": [...]})")
@@ -111,7 +115,7 @@ def _contract(args: argparse.Namespace) -> dict[str, Any]:
 
 def _check_history(args: argparse.Namespace) -> int:
     from checker.queue.events import read_queue_ops
-    from checker.spark import SparkJobFailed
+    from checker.spark import SparkJobFailed, in_process
     from checker.spark.queue import is_shared
 
     started = time.monotonic()
@@ -143,7 +147,7 @@ def _check_history(args: argparse.Namespace) -> int:
         print(f"kchaos: {len(loaded[file])} ops from {file}; checkers {', '.join(names)}",
               file=sys.stderr, flush=True)
     todo = [file for file in args.files if file not in checked]
-    if args.local:
+    if args.local or (todo and in_process(todo, args.spark_master)):
         checked.update({file: checker.check(test, loaded[file], {}) for file in todo})
     elif todo:
         try:
