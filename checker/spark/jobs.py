@@ -49,9 +49,15 @@ from checker.spark.session import DEFAULT_MASTER, spark_failures, spark_session
 
 Unit = tuple[int, str, Hashable, list[Operation]]
 
-# Below this many bytes of JSONL history in all, checking in the calling process is done
-# before a Spark session would have started (measured: see bench/spark_checkers.py).
-IN_PROCESS_BYTES = 4_000_000
+# Below this many bytes of JSONL history in all, the calling process checks before Spark
+# would have started and checked. Measured with `bench/spark_checkers.py --threshold 5 20
+# 80 240` (`kchaos check-history`, fresh processes, 2 cores under a load of about 22): in
+# process 11.0, 9.4, 15.5 and 24.3 s for 0.5, 1.9, 7.8 and 23.7 MB, on Spark local[*]
+# 135, 105, 92 and 86 s; so about 11 s + 0.55 s/MB against a fixed 80 s or more. On the
+# idle machine (bench/spark_many_histories.py) one process checks 4.5 MB/s, local[2]
+# about 8.4 MB/s after a 7.5 s start: they meet near 70 MB. 32 MB stays below both
+# crossings and bounds the memory of a history loaded whole.
+IN_PROCESS_BYTES = 32_000_000
 
 
 def check_files_on_spark(

@@ -39,10 +39,12 @@ def test_a_malformed_small_history_is_its_history_error(tmp_path):
 @pytest.mark.parametrize(("master", "size", "url", "here"), [
     (None, 10, False, True),
     ("local[2]", 10, False, False),
-    (None, jobs.IN_PROCESS_BYTES, False, False),
+    (None, 2_000, False, False),
     (None, 10, True, False),
 ])
-def test_in_process_below_the_size_without_a_master(tmp_path, master, size, url, here):
+def test_in_process_below_the_size_without_a_master(tmp_path, monkeypatch, master, size, url,
+                                                     here):
+    monkeypatch.setattr(jobs, "IN_PROCESS_BYTES", 1_000)
     path = tmp_path / "history.jsonl"
     path.write_bytes(b"x" * size)
     source = path.as_uri() if url else path
