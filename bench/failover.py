@@ -29,7 +29,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from confluent_kafka import Producer  # noqa: E402
 from three_brokers import create_topic, db_names, three_brokers, wait_full_isr  # noqa: E402
 
-from checker.events import ControllerEvent, event_log_paths, read_event_logs  # noqa: E402
+from checker.cluster.event_log import ControllerEvent, event_log_paths, read_event_logs  # noqa: E402
 from harness.db.znodes import read_snapshot  # noqa: E402
 
 TOPIC = "failover"

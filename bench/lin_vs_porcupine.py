@@ -36,10 +36,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from checker.files import load_job  # noqa: E402
 from checker.history import write_jsonl  # noqa: E402
-from checker.linearizability import Budget, check_partition  # noqa: E402
-from checker.models import MODELS  # noqa: E402
+from checker.lin.files import load_job  # noqa: E402
+from checker.lin.models import MODELS  # noqa: E402
+from checker.lin.search import Budget, check_partition  # noqa: E402
 from tests.support.cas_histories import cas_history, invalid_twin  # noqa: E402
 
 GO_PROGRAM = ROOT / "bench" / "porcupine"

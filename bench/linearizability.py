@@ -22,7 +22,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from checker.files import check_files
+from checker.lin.files import check_files
 
 ROOT = Path(__file__).resolve().parent.parent
 DATA = ROOT / "tests" / "data" / "porcupine"

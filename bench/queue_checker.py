@@ -26,11 +26,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from checker.acks import AcksChecker  # noqa: E402
-from checker.elections import ElectionChecker  # noqa: E402
-from checker.queue import QueueChecker  # noqa: E402
+from checker.cluster.elections import ElectionChecker  # noqa: E402
+from checker.queue.acks import AcksChecker  # noqa: E402
+from checker.queue.analysis import QueueChecker  # noqa: E402
 from checker.spark import check_history_on_spark, spark_session  # noqa: E402
-from checker.txn import TxnChecker  # noqa: E402
+from checker.txn.checker import TxnChecker  # noqa: E402
 
 HOLE = object()
 INJECTIONS_PER_TYPE = 5

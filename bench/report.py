@@ -15,11 +15,11 @@ import tempfile
 import time
 from pathlib import Path
 
-from checker.acks import AcksChecker
-from checker.checkers import compose
-from checker.elections import ElectionChecker
+from checker.cluster.elections import ElectionChecker
+from checker.core import compose
 from checker.history import HistoryWriter, load_history
-from checker.queue import QueueChecker
+from checker.queue.acks import AcksChecker
+from checker.queue.analysis import QueueChecker
 from harness.store import run_files
 from reports import write_report
 

@@ -27,13 +27,13 @@ sys.path[:0] = [str(ROOT), str(ROOT / "bench")]
 
 from queue_checker import generate  # noqa: E402
 
-from checker.acks import AcksChecker  # noqa: E402
-from checker.checkers import Result, compose  # noqa: E402
-from checker.elections import ElectionChecker  # noqa: E402
+from checker.cluster.elections import ElectionChecker  # noqa: E402
+from checker.core import Result, compose  # noqa: E402
 from checker.history import load_history  # noqa: E402
-from checker.queue import QueueChecker  # noqa: E402
+from checker.queue.acks import AcksChecker  # noqa: E402
+from checker.queue.analysis import QueueChecker  # noqa: E402
 from checker.spark import check_histories_on_spark, spark_session  # noqa: E402
-from checker.spark_queue import checked_whole  # noqa: E402
+from checker.spark.queue import checked_whole  # noqa: E402
 
 TEST = {"acks": "all", "broker_config": {"min.insync.replicas": 2}, "start_wall_ms": 0}
 

@@ -4,15 +4,15 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 
-from checker.acks import AcksChecker
-from checker.availability import AvailabilityChecker
-from checker.checkers import Checker, Composed, compose
-from checker.elections import ElectionChecker
-from checker.groups import GroupsChecker
-from checker.linearizable import LinearizabilityChecker
-from checker.queue import QueueChecker
+from checker.cluster.availability import AvailabilityChecker
+from checker.cluster.elections import ElectionChecker
+from checker.core import Checker, Composed, compose
+from checker.groups.checker import GroupsChecker
+from checker.lin.checker import LinearizabilityChecker
+from checker.queue.acks import AcksChecker
+from checker.queue.analysis import QueueChecker
 from checker.transfer import TransferChecker
-from checker.txn import TxnChecker
+from checker.txn.checker import TxnChecker
 
 __all__ = ["CHECKERS", "NEED_NODE_LOGS", "checker_names", "composed"]
 

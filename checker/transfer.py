@@ -36,9 +36,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from checker.checkers import Anomaly, Result, condense
+from checker.core import Anomaly, Result, condense
 from checker.history import Op
-from checker.queue_events import normalise_key
+from checker.queue.events import normalise_key
 
 __all__ = ["ANOMALIES", "TransferChecker", "TransferHistory", "input_value"]
 

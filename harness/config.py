@@ -50,8 +50,9 @@ class RunOptions:
     seed: int | None = field(default=None, metadata={
         "help": "seed of every random choice (default: random, printed)"})
     store: str = field(default="store", metadata={"help": "store folder", "metavar": "DIR"})
-    spark_master: str = field(default="local[*]", metadata={
-        "help": "Spark master for the checkers", "metavar": "URL"})
+    spark_master: str | None = field(default=None, metadata={
+        "help": "Spark master for the checkers (default: local[*], or this process for a "
+                "small history)", "metavar": "URL"})
     no_check: bool = field(default=False, metadata={
         "help": "end the run once its history and node logs are stored: no check, no report "
                 "(`kchaos check` or `kchaos nightly` checks it later)"})

@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from checker.checkers import merge_valid
-from checker.files import FileResult
+from checker.core import merge_valid
+from checker.lin.files import FileResult
 
 __all__ = ["ERROR", "INVALID", "UNKNOWN", "VALID", "for_files", "for_verdict", "worst"]
 

@@ -21,8 +21,8 @@ from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any, TextIO
 
-from checker.errors import HistoryError
 from checker.history import read_history
+from checker.history.errors import HistoryError
 from harness.config import ConfigError, TestConfig, all_options, load_config
 from harness.store import HISTORY_FILE, RESULTS_FILE, TEST_FILE, read_test, resolve_run
 from harness.test import Test, build_test

@@ -20,14 +20,14 @@ import signal
 import sys
 import threading
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
-from checker.checkers import Composed, Result
-from checker.errors import HistoryError
+from checker.core import Result
 from checker.history import HistoryWriter, read_history
+from checker.history.errors import HistoryError
 from checker.registry import composed
 from harness import exit_codes
 from harness.db.part import RunningDB
@@ -92,7 +92,7 @@ def run_test(test: Test, out: TextIO = sys.stdout) -> RunOutcome:
                 return RunOutcome(run_dir, exit_codes.VALID, None)
             with _background_spark(test.spark_master, run_dir / SPARK_LOG_FILE) as spark:
                 _run_db_phase(test, record, run_dir, out)
-                results = _check(spark.session(), test.checker, run_dir, out)
+                results = _check(spark.session, test, run_dir, out)
         except (KeyboardInterrupt, Interrupted) as stop:
             log.error("interrupted: %s", type(stop).__name__)
             print(f"kchaos: interrupted; everything torn down, the history so far is in "
@@ -108,22 +108,23 @@ def run_test(test: Test, out: TextIO = sys.stdout) -> RunOutcome:
         return RunOutcome(run_dir, exit_codes.for_verdict(results.valid), results)
 
 
-def check_run(run_dir: Path, spark_master: str = "local[*]",
+def check_run(run_dir: Path, spark_master: str | None = None,
               out: TextIO | None = None) -> RunOutcome:
     """Re-run the checkers of a stored run and re-render its report."""
     [outcome] = check_runs([run_dir], spark_master, out)
     return outcome
 
 
-def check_runs(run_dirs: Sequence[Path], spark_master: str = "local[*]",
+def check_runs(run_dirs: Sequence[Path], spark_master: str | None = None,
                out: TextIO | None = None, *, shared_store: bool = False) -> list[RunOutcome]:
     """Re-run the checkers of stored runs in one Spark job (the keys of all their histories
     spread over the executors together), then write each run's results and report.
 
     With `shared_store`, the store is at the same path on every executor, which then reads
-    each history itself (a `file://` URL) instead of receiving it from the driver.
+    each history itself (a `file://` URL) instead of receiving it from the driver. Without
+    a master, small histories are checked in this process (`checker.spark.in_process`).
     """
-    from checker.spark import check_histories_on_spark, spark_session
+    from checker.spark import check_histories
 
     out = out or sys.stdout
     checked: dict[Path, Result | HistoryError] = {}
@@ -143,8 +144,8 @@ def check_runs(run_dirs: Sequence[Path], spark_master: str = "local[*]",
         good.append(run_dir)
     if jobs:
         started = time.monotonic()
-        with spark_session(spark_master, log=good[0] / SPARK_LOG_FILE) as session:
-            checked.update(zip(good, check_histories_on_spark(session, jobs), strict=True))
+        checked.update(zip(good, check_histories(jobs, spark_master,
+                                                 log=good[0] / SPARK_LOG_FILE), strict=True))
         print(f"kchaos: checked {len(jobs)} run(s) in {time.monotonic() - started:.1f} s",
               file=out, flush=True)
     return [_record(run_dir, checked[run_dir], out) for run_dir in run_dirs]
@@ -257,12 +258,17 @@ class _Clock:
 # --- checking and reporting -------------------------------------------------------------------
 
 
-def _check(session: Any, checker: Composed, run_dir: Path, out: TextIO) -> Result:
-    from checker.spark import check_history_on_spark
+def _check(session: Callable[[], Any], test: Test, run_dir: Path, out: TextIO) -> Result:
+    """Check the run's history on the background session, or in this process when it is
+    small and no master was asked for."""
+    from checker.spark import check_histories
 
     started = time.monotonic()
-    results = check_history_on_spark(session, read_test(run_dir), run_dir / HISTORY_FILE,
-                                     checker.checkers, {"store_dir": str(run_dir)})
+    [results] = check_histories([(read_test(run_dir), run_dir / HISTORY_FILE,
+                                  test.checker.checkers, {"store_dir": str(run_dir)})],
+                                test.spark_master, session=session)
+    if isinstance(results, HistoryError):
+        raise results
     _write_results(run_dir, results)
     print(f"kchaos: checked in {time.monotonic() - started:.1f} s", file=out, flush=True)
     return results
@@ -323,10 +329,10 @@ def _faults(faults: Package, db: RunningDB) -> Iterator[None]:
 class _BackgroundSpark:
     """A Spark session started in a thread while the test runs (it takes seconds)."""
 
-    def __init__(self, master: str, log: Path) -> None:
-        from checker.spark import spark_session
+    def __init__(self, master: str | None, log: Path) -> None:
+        from checker.spark import DEFAULT_MASTER, spark_session
 
-        self._manager = spark_session(master, log=log)
+        self._manager = spark_session(master or DEFAULT_MASTER, log=log)
         self._ready = threading.Event()
         self._session: Any = None
         self._error: BaseException | None = None
@@ -354,7 +360,7 @@ class _BackgroundSpark:
 
 
 @contextlib.contextmanager
-def _background_spark(master: str, log: Path) -> Iterator[_BackgroundSpark]:
+def _background_spark(master: str | None, log: Path) -> Iterator[_BackgroundSpark]:
     spark = _BackgroundSpark(master, log)
     try:
         yield spark

@@ -25,7 +25,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from checker.checkers import Composed
+from checker.core import Composed
 from checker.registry import checker_names, composed
 from harness.config import ConfigError, TestConfig
 from harness.db.part import DB, DBContext
@@ -68,7 +68,7 @@ class Test:
     checker: Composed
     recovery_seconds: float = 10.0
     final_read_seconds: float = 60.0
-    spark_master: str = "local[*]"
+    spark_master: str | None = None
     scenario: str | None = None
     config: dict[str, Any] = field(default_factory=dict)
     check: bool = True  # False: the run ends once the history and node logs are stored

@@ -1,6 +1,6 @@
 """The consumer-group timeline: one plot per group, and the report's section about them.
 
-Only for histories with consumer groups (`checker.groups_history`). A plot's x axis is
+Only for histories with consumer groups (`checker.groups.membership`). A plot's x axis is
 time since the test started, its rows the keys; each ownership interval is a bar colored
 by member and labelled with the member (process, short member id) and generation; a
 strip above the keys marks each rebalance from its first revocation to its last
@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from checker.groups_history import (
+from checker.groups.membership import (
     Group,
     GroupsHistory,
     Ownership,

@@ -3,7 +3,7 @@
 Counterexamples come from results.json alone: any checker whose stats hold
 partition results in the JSON shape of `kchaos check-lin --json`, either
 `partition_results` (the linearizability checker of the composition,
-`checker.linearizable`) or `files[].partition_results`. For each invalid
+`checker.lin.checker`) or `files[].partition_results`. For each invalid
 partition the section shows the longest linearizable prefix, the op that cannot
 be linearized and the model state there, and an SVG timeline of the last ops of
 the prefix, the stuck op and the ops pending with it: one row per client, one

@@ -18,7 +18,7 @@ import numpy as np
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
-from checker.events import ControllerEvent
+from checker.cluster.event_log import ControllerEvent
 from checker.history import NEMESIS, Op
 from reports.run import NemesisPeriod, Run, nemesis_periods
 

@@ -467,7 +467,7 @@ def _percent(value: Any) -> str:
 
 
 def _cycle_steps(steps: Any) -> Markup:
-    """A dependency cycle's steps (`checker.txn` witnesses), one line each: from, to, edge
+    """A dependency cycle's steps (`checker.txn.checker` witnesses), one line each: from, to, edge
     type and why."""
     if not isinstance(steps, list):
         return join([])

@@ -14,9 +14,9 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from checker.errors import HistoryError
-from checker.events import ControllerEvent, event_log_paths, read_event_logs
+from checker.cluster.event_log import ControllerEvent, event_log_paths, read_event_logs
 from checker.history import NEMESIS, NemesisPeriod, Op, nemesis_periods, read_history
+from checker.history.errors import HistoryError
 
 __all__ = ["NemesisPeriod", "Run", "RunFiles", "load_run", "merged_test", "nemesis_periods",
            "verdict_of"]

@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from checker.checkers import Result
+from checker.core import Result
 
 __all__ = ["VERDICTS", "headline", "summary_lines"]
 

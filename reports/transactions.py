@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from checker.events import ControllerEvent
+from checker.cluster.event_log import ControllerEvent
 from checker.history import Op
 from reports.html import Markup, element, join, table
 

@@ -54,7 +54,14 @@ def test_broker_and_checker_import_only_themselves_the_stdlib_and_their_librarie
 def test_only_checker_spark_imports_pyspark():
     for path in modules("checker"):
         uses = any(top(name) == "pyspark" for name in imports_of(path))
-        assert not uses or path.name == "spark.py", path
+        assert not uses or path.parent.name == "spark", path
+
+
+def test_the_history_imports_nothing_else_of_checker():
+    for path in modules("checker/history"):
+        found = {n for n in imports_of(path) if top(n) == "checker"
+                 and n != "checker.history" and not n.startswith("checker.history.")}
+        assert not found, f"{path.relative_to(ROOT)} imports {sorted(found)}"
 
 
 def test_nothing_imports_the_command_line():

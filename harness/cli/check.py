@@ -13,10 +13,10 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-from checker.checkers import Composed, Result
-from checker.errors import HistoryError
-from checker.formats import QUEUE_FORMATS
+from checker.core import Composed, Result
 from checker.history import Op
+from checker.history.errors import HistoryError
+from checker.history.formats import QUEUE_FORMATS
 from checker.registry import NEED_NODE_LOGS, checker_names, composed
 from harness import exit_codes
 from harness.db.kchaos import KchaosOptions
@@ -38,7 +38,9 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
     check.add_argument("run_dirs", type=Path, nargs="+", metavar="STORE_DIR",
                        help="a run folder, a test folder or the store (follows 'latest'); "
                             "several are checked together in one Spark job")
-    check.add_argument("--spark-master", metavar="URL", default="local[*]")
+    check.add_argument("--spark-master", metavar="URL",
+                       help="Spark master (default local[*], or this process for small "
+                            "histories)")
     check.add_argument("--shared-store", action="store_true",
                        help="the store is at the same path on every Spark executor (a shared "
                             "file system): executors read the histories themselves instead "
@@ -67,7 +69,9 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
     add_arguments(bare.add_argument_group("the contract the history is checked against"),
                   _contract_options())
     where = bare.add_mutually_exclusive_group()
-    where.add_argument("--spark-master", metavar="URL", help="Spark master (default local[*])")
+    where.add_argument("--spark-master", metavar="URL",
+                       help="Spark master (default local[*], or this process for small "
+                            "histories)")
     where.add_argument("--local", action="store_true", help="check in this process, without Spark")
     bare.add_argument("--json", metavar="OUT", type=Path,
                       help="write the results as JSON (of several files: {\"files\": [...]})")
@@ -112,7 +116,8 @@ def _contract(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def _check_history(args: argparse.Namespace) -> int:
-    from checker.spark_queue import is_shared
+    from checker.spark import in_process
+    from checker.spark.queue import is_shared
 
     started = time.monotonic()
     try:
@@ -144,7 +149,7 @@ def _check_history(args: argparse.Namespace) -> int:
             print(f"kchaos: {file} is read by the Spark executors; checkers {', '.join(names)}",
                   file=sys.stderr, flush=True)
     todo = [file for file in args.files if file not in checked]
-    if args.local:
+    if args.local or (todo and in_process(todo, args.spark_master)):
         checked.update({file: checker.check(test, loaded[file], {}) for file in todo})
     elif todo:
         from checker.spark import SparkJobFailed
@@ -171,7 +176,7 @@ _JSON_ARRAY = re.compile(rb"\A\s*\[\s*(\{\s*\"|\])")
 def _read_input(file: str, fmt: str) -> list[Op]:
     """The ops of the queue history `file`; InputError when it is missing, unreadable,
     binary, empty, a JSON array or malformed."""
-    from checker.formats import read_queue_ops
+    from checker.queue.events import read_queue_ops
 
     expected = EXPECTED.get(fmt, EXPECTED["auto"])
     try:

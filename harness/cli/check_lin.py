@@ -14,8 +14,8 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from checker.files import FORMAT_NAMES, MODEL_NAMES, FileResult, check_files
-from checker.linearizability import DEFAULT_BUDGET_SECONDS, DEFAULT_MAX_CONFIGURATIONS, Budget
+from checker.lin.files import FORMAT_NAMES, MODEL_NAMES, FileResult, check_files
+from checker.lin.search import DEFAULT_BUDGET_SECONDS, DEFAULT_MAX_CONFIGURATIONS, Budget
 from harness import exit_codes
 
 __all__ = ["add_commands"]

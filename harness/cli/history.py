@@ -5,8 +5,8 @@ from __future__ import annotations
 import argparse
 import sys
 
-from checker.errors import HistoryError
-from checker.files import FORMAT_NAMES
+from checker.history.errors import HistoryError
+from checker.lin.files import FORMAT_NAMES
 from harness import exit_codes
 
 __all__ = ["add_commands"]
@@ -24,8 +24,8 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
 
 
 def _export_history(args: argparse.Namespace) -> int:
-    from checker.formats import read_ops
     from checker.history import write_edn
+    from checker.history.formats import read_ops
 
     try:
         ops = read_ops(args.history, args.format)

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from checker.acks import AcksChecker
-from checker.checkers import compose
-from checker.queue import QueueChecker, analyse
+from checker.core import compose
+from checker.queue.acks import AcksChecker
+from checker.queue.analysis import QueueChecker, analyse
 from tests.support.queue_histories import Builder
 
 SAFE = {"acks": "all", "broker_config": {"min.insync.replicas": "2",

@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from checker.availability import AvailabilityChecker, fault_windows
-from checker.events import ControllerEvent
+from checker.cluster.availability import AvailabilityChecker, fault_windows
+from checker.cluster.event_log import ControllerEvent
 from checker.history import Op
 from checker.registry import CHECKERS
 

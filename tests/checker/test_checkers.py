@@ -7,23 +7,25 @@ import json
 
 import pytest
 
-from checker.acks import AcksChecker
-from checker.checkers import (
-    AnalysisChecker,
+from checker.cluster.elections import ElectionChecker
+from checker.core import (
     Anomaly,
+    KeyedChecker,
+    Memo,
     Result,
-    check_analysis_safe,
+    check_by_key,
     check_safe,
     compose,
     condense,
     merge_valid,
 )
-from checker.elections import ElectionChecker
-from checker.files import FileJob, summarise
-from checker.linearizability import PartitionResult
-from checker.queue import QueueChecker, analyse
+from checker.lin.checker import LinearizabilityChecker
+from checker.lin.files import FileJob, summarise
+from checker.lin.search import PartitionResult
+from checker.queue.acks import AcksChecker
+from checker.queue.analysis import AnalysisChecker, QueueChecker, analyse, check_analysis_safe
 from harness.exit_codes import for_files
-from tests.support.queue_histories import Builder
+from tests.support.queue_histories import Builder, simulate
 
 
 class Fixed:
@@ -142,3 +144,27 @@ def test_file_verdicts_and_exit_codes_merge_as_merge_valid(verdicts, merged, cod
     assert for_files([result]) == code
     errored = summarise(FileJob(path="e", error="boom"), [], complete=True)
     assert errored.valid is None and for_files([result, errored]) == 3
+
+
+def test_a_memo_computes_once_and_keeps_no_failure():
+    memo, calls = Memo(), []
+
+    def compute():
+        calls.append(1)
+        if len(calls) == 1:
+            raise ValueError("first try")
+        return len(calls)
+
+    with pytest.raises(ValueError):
+        memo.get("x", compute)
+    assert memo.get("x", compute) == 2
+    assert memo.get("x", compute) == 2
+    assert len(calls) == 2
+
+
+def test_the_linearizability_checker_is_keyed():
+    checker = LinearizabilityChecker()
+    assert isinstance(checker, KeyedChecker)
+    assert not isinstance(QueueChecker(), KeyedChecker)
+    b = simulate(seed=1, steps=200, keys=3)
+    assert check_by_key(checker, {}, b.ops, {}).stats["keys"] == 3

@@ -6,9 +6,14 @@ import json
 
 import pytest
 
-from checker.elections import ElectionChecker, partition_of
-from checker.errors import HistoryError
-from checker.events import event_log_paths, leader_changes, read_event_log, read_event_logs
+from checker.cluster.elections import ElectionChecker, partition_of
+from checker.cluster.event_log import (
+    event_log_paths,
+    leader_changes,
+    read_event_log,
+    read_event_logs,
+)
+from checker.history.errors import HistoryError
 from tests.support.queue_histories import Builder
 
 START_MS = 1_700_000_000_000
@@ -90,7 +95,7 @@ def test_unexplained_loss_always_fails(tmp_path):
 
 
 def test_a_deposed_leader_that_kept_acknowledging_is_blamed_on_its_deposition():
-    from checker.events import ControllerEvent
+    from checker.cluster.event_log import ControllerEvent
 
     b, ack_ms = lost_after(Builder())
     deposed = ControllerEvent(time=START_MS + int(ack_ms) - 500, event="elect-leader",
@@ -142,7 +147,7 @@ def test_leader_changes_keep_real_changes_once():
     logs = [election(0, unclean=False), election(0, unclean=False),
             election(10, unclean=False, old=2, new=2, epoch=4),
             {"time": START_MS, "event": "isr-change", "topic": "kchaos", "partition": 1}]
-    from checker.events import _event
+    from checker.cluster.event_log import _event
 
     changes = leader_changes(_event(e, "n1") for e in logs)
     assert list(changes) == [("kchaos", 1)] and len(changes[("kchaos", 1)]) == 1

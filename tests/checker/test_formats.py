@@ -9,12 +9,13 @@ from pathlib import Path
 
 import pytest
 
-from checker.acks import AcksChecker
-from checker.checkers import compose
-from checker.errors import HistoryError
-from checker.formats import FORMATS, detect_format, read_ops, read_queue_ops
+from checker.core import compose
 from checker.history import Op, load_history, pair_operations, write_jsonl
-from checker.queue import QueueChecker
+from checker.history.errors import HistoryError
+from checker.history.formats import FORMATS, detect_format, read_ops
+from checker.queue.acks import AcksChecker
+from checker.queue.analysis import QueueChecker
+from checker.queue.events import read_queue_ops
 
 DATA = Path(__file__).parent.parent / "data"
 PORCUPINE = DATA / "porcupine"

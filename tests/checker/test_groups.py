@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from checker.checkers import Result
-from checker.groups import GroupsChecker
-from checker.groups_history import read_groups, rebalances
+from checker.core import Result
+from checker.groups.checker import GroupsChecker
+from checker.groups.membership import read_groups, rebalances
 from checker.history import load_history
 from checker.registry import CHECKERS, composed
 from tests.support.group_histories import GroupBuilder

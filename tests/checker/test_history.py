@@ -15,8 +15,6 @@ from pathlib import Path
 
 import pytest
 
-from checker.errors import HistoryError
-from checker.formats import read_ops
 from checker.history import (
     HistoryWriter,
     Op,
@@ -25,6 +23,8 @@ from checker.history import (
     read_history,
     write_edn,
 )
+from checker.history.errors import HistoryError
+from checker.history.formats import read_ops
 from tests.support.bad_histories import BAD_HISTORIES, INVOKE0, jsonl, make_op
 
 DATA = Path(__file__).parent.parent / "data" / "history"
@@ -197,7 +197,7 @@ def test_writer_fsyncs_within_100ms_while_writing_and_on_close(tmp_path, monkeyp
         synced.append(time.monotonic())
         real_fsync(descriptor)
 
-    monkeypatch.setattr("checker.history.os.fsync", recording_fsync)
+    monkeypatch.setattr("checker.history.ops.os.fsync", recording_fsync)
     writer = HistoryWriter(tmp_path / "history.jsonl")
     time.sleep(0.3)
     assert synced == []  # nothing written, nothing to sync

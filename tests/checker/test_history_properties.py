@@ -9,8 +9,8 @@ import tempfile
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from checker.formats import read_ops
 from checker.history import HistoryWriter, load_history, pair_operations, write_edn
+from checker.history.formats import read_ops
 
 TEXT = st.text(st.characters(blacklist_categories=("Cs",)), max_size=8)
 SCALARS = (st.none() | st.booleans() | st.integers(-(2**70), 2**70)

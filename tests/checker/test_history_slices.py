@@ -1,4 +1,4 @@
-"""A history validated range by range, as `checker.spark_queue`'s executors do, and joined in
+"""A history validated range by range, as `checker.spark.queue`'s executors do, and joined in
 order on the driver fails exactly as the sequential readers do: same line, same reason.
 
 These tests run both halves of the Spark path (`_parse_ranges` per range, `_merge_meta`
@@ -13,16 +13,15 @@ from pathlib import Path
 
 import pytest
 
-from checker.errors import HistoryError
-from checker.formats import read_queue_ops
 from checker.history import (
     HistoryValidator,
     Op,
     SliceValidator,
     load_history,
 )
-from checker.queue_events import RESET
-from checker.spark_queue import META, _merge_meta, _parse_ranges
+from checker.history.errors import HistoryError
+from checker.queue.events import RESET, read_queue_ops
+from checker.spark.queue import META, _merge_meta, _parse_ranges
 from tests.support.bad_histories import BAD_HISTORIES
 from tests.support.interleaved import MALFORMED, interleaved, malformed, write_history
 

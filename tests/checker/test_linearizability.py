@@ -7,13 +7,13 @@ from pathlib import Path
 
 import pytest
 
-from checker.files import check_files
 from checker.history import Operation, pair_operations
-from checker.lin_dfs import DepthFirst
-from checker.lin_entries import prepare_entries
-from checker.lin_sweep import Sweep
-from checker.linearizability import Budget, check_operations
-from checker.models import CAS_REGISTER, KV, REGISTER
+from checker.lin.dfs import DepthFirst
+from checker.lin.entries import prepare_entries
+from checker.lin.files import check_files
+from checker.lin.models import CAS_REGISTER, KV, REGISTER
+from checker.lin.search import Budget, check_operations
+from checker.lin.sweep import Sweep
 from harness.exit_codes import for_files
 from tests.checker.test_linearizability_bruteforce import finish
 from tests.support.cas_histories import cas_history, invalid_twin

@@ -3,7 +3,7 @@ generated histories (the log model has its own, test_linearizability_log_brutefo
 
 The brute force tries every order of the operations that respects real time
 (and every subset of the unknown-outcome ones) against concrete sequential
-specifications written here, independently of `checker.models`; in
+specifications written here, independently of `checker.lin.models`; in
 particular the kv model's symbolic append order is checked against plain
 string concatenation. The portfolio and each of its two searches, the sweep
 and the depth-first search, are checked alone.
@@ -18,11 +18,11 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from checker.history import Operation
-from checker.lin_dfs import DepthFirst
-from checker.lin_entries import prepare_entries
-from checker.lin_sweep import Sweep
-from checker.linearizability import check_operations, partitions_of
-from checker.models import MODELS, Model
+from checker.lin.dfs import DepthFirst
+from checker.lin.entries import prepare_entries
+from checker.lin.models import MODELS, Model
+from checker.lin.search import check_operations, partitions_of
+from checker.lin.sweep import Sweep
 
 SEARCHES = (Sweep, DepthFirst)
 

@@ -7,17 +7,17 @@ from pathlib import Path
 
 import pytest
 
-from checker.checkers import Result, compose
+from checker.core import Result, compose
 from checker.history import Op, load_history
-from checker.linearizability import Budget
-from checker.linearizable import (
+from checker.lin.checker import (
     BUDGET_CONFIGURATIONS,
     BUDGET_SECONDS,
     LinearizabilityChecker,
     budget_of,
 )
-from checker.models import KV
-from checker.queue import QueueChecker
+from checker.lin.models import KV
+from checker.lin.search import Budget
+from checker.queue.analysis import QueueChecker
 from tests.support.queue_histories import Builder, simulate
 
 SAFE = {"acks": "all", "broker_config": {"min.insync.replicas": 2,

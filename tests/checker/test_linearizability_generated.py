@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import pytest
 
-from checker.files import check_files
 from checker.history import Op, pair_operations, write_jsonl
-from checker.linearizability import check_operations
-from checker.models import CAS_REGISTER
+from checker.lin.files import check_files
+from checker.lin.models import CAS_REGISTER
+from checker.lin.search import check_operations
 from tests.checker.test_linearizability_bruteforce import SEARCHES, brute_force, decide_alone
 from tests.support.cas_histories import cas_history, invalid_twin
 

@@ -1,6 +1,6 @@
 """The log model against a brute-force checker on small generated queue histories.
 
-The brute force knows nothing of `checker.models`: it takes the queue ops as a
+The brute force knows nothing of `checker.lin.models`: it takes the queue ops as a
 history holds them (a poll reading several keys is one atomic op here), tries
 every order that respects real time, every subset of the sends of unknown
 outcome and every offset each of those may have been given, and runs the
@@ -19,8 +19,8 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from checker.history import Operation
-from checker.linearizability import check_operations
-from checker.models import LOG
+from checker.lin.models import LOG
+from checker.lin.search import check_operations
 from tests.checker.test_linearizability_bruteforce import SEARCHES, decide_alone
 
 KEYS = (0, 1)

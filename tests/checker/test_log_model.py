@@ -1,12 +1,12 @@
-"""The log model (checker.models.LOG) on hand-written queue histories, valid and invalid."""
+"""The log model (checker.lin.models.LOG) on hand-written queue histories, valid and invalid."""
 
 from __future__ import annotations
 
 import pytest
 
 from checker.history import pair_operations
-from checker.linearizability import PartitionResult, check_operations
-from checker.models import LOG, Placed, Polled, partition_log
+from checker.lin.models import LOG, Placed, Polled, partition_log
+from checker.lin.search import PartitionResult, check_operations
 from tests.support.queue_histories import Builder, simulate
 
 

@@ -7,11 +7,17 @@ from pathlib import Path
 
 import pytest
 
-from checker.acks import AcksChecker
-from checker.errors import HistoryError
 from checker.history import load_history
-from checker.queue import QueueChecker, acks_label, allowed_anomalies, analyse, promises_no_loss
-from checker.queue_events import events_of
+from checker.history.errors import HistoryError
+from checker.queue.acks import AcksChecker
+from checker.queue.analysis import (
+    QueueChecker,
+    acks_label,
+    allowed_anomalies,
+    analyse,
+    promises_no_loss,
+)
+from checker.queue.events import events_of
 from tests.support.queue_histories import INJECTIONS, Builder
 
 DATA = Path(__file__).parent.parent / "data" / "queue"

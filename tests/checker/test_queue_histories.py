@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from checker.history import pair_operations
-from checker.queue import analyse
+from checker.queue.analysis import analyse
 from tests.support.queue_histories import INJECTIONS, inject, simulate
 
 

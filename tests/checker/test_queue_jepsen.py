@@ -44,8 +44,8 @@ with two values at one offset we also report the `nonmonotonic-send` or
 
 from __future__ import annotations
 
-from checker.queue import QueueChecker
-from checker.txn import TxnChecker
+from checker.queue.analysis import QueueChecker
+from checker.txn.checker import TxnChecker
 from tests.support.queue_histories import Builder
 
 SAFE = {"acks": "all", "broker_config": {"min.insync.replicas": 2}}

@@ -10,17 +10,17 @@ from pathlib import Path
 
 import pytest
 
-from checker import spark_queue
-from checker.acks import AcksChecker
-from checker.checkers import AnalysisChecker, Result, compose
-from checker.elections import ElectionChecker
-from checker.errors import HistoryError
-from checker.formats import read_queue_ops
+from checker.cluster.elections import ElectionChecker
+from checker.core import Result, compose
 from checker.history import load_history
-from checker.queue import QueueAnalysis, QueueChecker, analyse
-from checker.queue_finders import QueueBudget
+from checker.history.errors import HistoryError
+from checker.queue.acks import AcksChecker
+from checker.queue.analysis import AnalysisChecker, QueueAnalysis, QueueChecker, analyse
+from checker.queue.events import read_queue_ops
+from checker.queue.finders import QueueBudget
 from checker.spark import check_histories_on_spark, check_history_on_spark
-from checker.spark_queue import checked_whole, is_shared, queue_analyses_on_spark
+from checker.spark import queue as spark_queue
+from checker.spark.queue import checked_whole, is_shared, queue_analyses_on_spark
 from tests.support.interleaved import MALFORMED, interleaved, malformed, write_history
 from tests.support.queue_histories import INJECTIONS, Builder, inject, simulate
 from tests.support.results import without_seconds

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from checker.files import check_files
+from checker.lin.files import check_files
 from checker.spark import check_files_on_spark
 
 pytestmark = pytest.mark.spark
@@ -30,7 +30,7 @@ def test_spark_gives_the_same_verdicts_as_the_calling_process(spark):
 
 
 def test_spark_enforces_the_budget_inside_each_task(spark):
-    from checker.linearizability import Budget
+    from checker.lin.search import Budget
 
     [result] = check_files_on_spark(spark, [str(DATA / "kv" / "c50-bad.txt")], complete=True,
                                     budget=Budget(max_configurations=50))

@@ -10,10 +10,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from checker.queue import QueueChecker, analyse
+from checker.queue.analysis import QueueChecker, analyse
 from checker.registry import composed
 from checker.spark import check_history_on_spark
-from checker.txn import TxnChecker, strongly_connected
+from checker.txn.checker import TxnChecker, strongly_connected
 from tests.support.queue_histories import (
     TXN_INJECTIONS,
     Builder,

@@ -4,8 +4,8 @@ at read_committed and read_uncommitted."""
 
 from __future__ import annotations
 
-from checker.queue import QueueChecker
-from checker.txn import TxnChecker
+from checker.queue.analysis import QueueChecker
+from checker.txn.checker import TxnChecker
 from tests.support.queue_histories import Builder
 
 COMMITTED = {"acks": "all", "idempotence": True, "broker_config": {"min.insync.replicas": 2},

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from checker.formats import read_ops
+from checker.history.formats import read_ops
 from harness.cli import main
 
 DATA = Path(__file__).parent.parent / "data" / "porcupine"

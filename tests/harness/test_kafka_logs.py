@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from checker.events import leader_changes, read_event_log, read_event_logs
+from checker.cluster.event_log import leader_changes, read_event_log, read_event_logs
 from harness.db.kafka.logs import LeaderState, controller_events, leader_state, write_event_log
 
 DATA = Path(__file__).parent / "data" / "kafka_logs"

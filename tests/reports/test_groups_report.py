@@ -7,8 +7,8 @@ import json
 import shutil
 from pathlib import Path
 
-from checker.checkers import compose_results
-from checker.groups import GroupsChecker
+from checker.core import compose_results
+from checker.groups.checker import GroupsChecker
 from checker.history import load_history, write_jsonl
 from harness.store import run_files
 from reports import write_report

@@ -117,8 +117,8 @@ def test_linearizability_counterexample(store: Path) -> None:
 
 
 def test_counterexample_of_the_composed_checker_comes_from_results_json(tmp_path: Path) -> None:
-    from checker.checkers import compose_results
-    from checker.linearizable import LinearizabilityChecker
+    from checker.core import compose_results
+    from checker.lin.checker import LinearizabilityChecker
     from tests.support.queue_histories import simulate
 
     run = tmp_path / "queue-lin" / "20250101T050000"

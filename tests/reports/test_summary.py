@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from checker.queue import QueueChecker
+from checker.queue.analysis import QueueChecker
 from checker.registry import composed
 from reports.summary import headline, summary_lines
 from tests.support.queue_histories import Builder

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 
-from checker.events import read_event_log
+from checker.cluster.event_log import read_event_log
 from checker.history import Op
 from reports.transactions import transactions_section, transactions_view
 

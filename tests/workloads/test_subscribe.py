@@ -11,9 +11,9 @@ from typing import Any
 
 import pytest
 
-from checker.groups import GroupsChecker
+from checker.groups.checker import GroupsChecker
 from checker.history import HistoryWriter, load_history
-from checker.queue import QueueChecker
+from checker.queue.analysis import QueueChecker
 from tests.support.brokers import BrokerCluster
 from workloads.core import final
 from workloads.core import generator as gen

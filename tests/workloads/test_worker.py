@@ -7,7 +7,7 @@ import time
 import pytest
 
 from checker.history import load_history
-from checker.queue import QueueChecker
+from checker.queue.analysis import QueueChecker
 from tests.support.memory_queue import MemoryClient, MemoryLog
 from workloads.core import final
 from workloads.core import generator as gen

@@ -8,7 +8,7 @@ import time
 import pytest
 
 from checker.history import HistoryWriter, load_history
-from checker.queue import QueueChecker
+from checker.queue.analysis import QueueChecker
 from tests.support.brokers import BrokerCluster
 from workloads.core import final
 from workloads.core import generator as gen

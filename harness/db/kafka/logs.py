@@ -375,7 +375,7 @@ def _outside_isr(prior: LeaderState | None, elected: LeaderState) -> bool:
 
 def controller_events(controller_log: str = "", state_change_log: str = "") -> list[dict]:
     """The controller events of one node's controller.log and state-change.log texts,
-    in time order (fields as `checker.events`, plus new/dead/bounced and broker_id)."""
+    in time order (fields as `checker.cluster.event_log`, plus new/dead/bounced and broker_id)."""
     ordered = sorted(
         ((line.time, rank, number, line)
          for rank, text in enumerate((controller_log, state_change_log))

@@ -15,12 +15,12 @@ import shutil
 from datetime import datetime
 from pathlib import Path
 
-from checker.acks import AcksChecker
-from checker.checkers import Result, compose
-from checker.elections import ElectionChecker
-from checker.files import check_files
+from checker.queue.acks import AcksChecker
+from checker.core import Result, compose
+from checker.cluster.elections import ElectionChecker
+from checker.lin.files import check_files
 from checker.history import Op, load_history, op_from_json
-from checker.queue import QueueChecker
+from checker.queue.analysis import QueueChecker
 
 HERE = Path(__file__).parent
 QUEUE = HERE.parent / "queue"
@@ -203,7 +203,7 @@ def write_run(test: dict, folder: str, ops: list[Op], events: list[dict] | None,
 def queue_results(test: dict, ops: list[Op], events: list[dict], run_dir: Path) -> Result:
     checker = compose({"queue": QueueChecker(), "acks": AcksChecker(),
                        "elections": ElectionChecker()})
-    from checker.events import ControllerEvent
+    from checker.cluster.event_log import ControllerEvent
 
     controller = [ControllerEvent(**{**e, "isr": tuple(e["isr"]), "node": f"n{e['controller_id']}"})
                   for e in events]

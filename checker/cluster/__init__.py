@@ -1,0 +1,1 @@
+"""Checkers that read the cluster's controller event log: unclean elections and availability."""

@@ -1,0 +1,1 @@
+"""Consumer groups: a history read as groups, and their anomaly finders and checker."""

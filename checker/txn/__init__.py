@@ -1,0 +1,1 @@
+"""Transactions: dependency cycles and aborted or uncommitted reads."""
