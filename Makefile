@@ -4,7 +4,7 @@ PY := $(VENV)/bin/python
 export PYSPARK_PYTHON := $(abspath $(PY))
 export SPARK_LOCAL_IP := 127.0.0.1
 
-.PHONY: bootstrap run test test-docker test-groups-kafka test-txn-kafka lint bench nightly-smoke \
+.PHONY: bootstrap run test test-unit test-fresh test-docker test-groups-kafka test-txn-kafka lint bench nightly-smoke \
 	vagrant-bootstrap vagrant-box test-vagrant
 
 bootstrap:
@@ -13,9 +13,21 @@ bootstrap:
 run: bootstrap
 	$(VENV)/bin/kchaos run
 
+# After the bootstrap every need of a test is met: a test that would skip for a missing tool
+# fails instead (tests/support/requirements.py).
+test test-unit: export KCHAOS_REQUIRE_ALL := 1
+
 test: bootstrap
 	$(VENV)/bin/ruff check .
 	$(PY) -m pytest -q
+
+# The inner loop: no cluster, no Spark session (pytest markers), a few minutes.
+test-unit: bootstrap
+	$(PY) -m pytest -q -m "not cluster and not spark"
+
+# The bootstrap and test-unit plus a short run in a clean Debian 12 container.
+test-fresh: bootstrap
+	$(PY) scripts/fresh_machine.py
 
 test-docker: bootstrap
 	KCHAOS_DOCKER_IMAGE_TESTS=1 $(PY) -m pytest -q tests/harness/test_docker_smoke.py tests/harness/test_docker_cluster.py tests/harness/test_docker_run.py

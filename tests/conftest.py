@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from tests.support import requirements
 from tests.support.zookeeper import start_zookeeper
 
 
@@ -24,3 +25,8 @@ def spark():
 
     with spark_session("local[2]", app_name="kchaos-tests") as session:
         yield session
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item):
+    requirements.check(item)

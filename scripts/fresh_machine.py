@@ -1,0 +1,119 @@
+"""`make test-fresh`: the bootstrap and a smoke tier on a clean Debian 12, in a container.
+
+A dockerd of our own (`PrivateDaemon`: own data root, no iptables) imports a
+`debootstrap --variant=minbase bookworm` root built from Debian's packages (`ensure_base`).
+A container of it gets a clean clone of this checkout's HEAD (not the work tree: no .venv,
+no .cache, no uncommitted change), installs `make`, the one tool the README asks for besides
+git, and runs `make bootstrap` as a user would. Then, in a network namespace of its own
+with loopback only (so nothing the bootstrap left out can be downloaded late, and no
+bridge or firewall rule of the run reaches this machine), `make test-unit` and a short
+`kchaos run`. Only download caches that are checked by content persist between runs
+(apt's archives, pip's and Maven's, under /var/cache/kchaos/fresh). The container, the
+images and the daemon go at the end, whatever happened.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from harness.control.docker import PrivateDaemon
+from harness.control.docker_image import ensure_base
+
+REPOSITORY = Path(__file__).resolve().parents[1]
+CACHE = Path("/var/cache/kchaos/fresh")
+CHECKOUT = "/root/kchaos"
+DOWNLOAD_CACHES = {"apt": "/var/cache/apt/archives", "pip": "/root/.cache/pip",
+                   "maven": "/root/.m2"}
+
+# Services that packages install are not started: the container is no booted machine.
+SCRIPT = f"""set -euo pipefail
+printf '#!/bin/sh\\nexit 101\\n' > /usr/sbin/policy-rc.d && chmod +x /usr/sbin/policy-rc.d
+export DEBIAN_FRONTEND=noninteractive
+echo "fresh: installing make"
+apt-get update -qq && apt-get install -y -qq --no-install-recommends make >/dev/null
+cd {CHECKOUT}
+started=$SECONDS
+make bootstrap
+echo "fresh: bootstrap took $((SECONDS - started)) s"
+started=$SECONDS
+unshare --net bash -c 'ip link set lo up && make test-unit \\
+    && .venv/bin/kchaos run --time-limit {{seconds}} --store /tmp/store'
+echo "fresh: smoke tier took $((SECONDS - started)) s"
+"""
+
+
+def clean_clone(destination: Path) -> str:
+    """Clone this repository at HEAD into `destination`; returns the commit."""
+    commit = _git("rev-parse", "HEAD")
+    if _git("status", "--porcelain", "--untracked-files=no"):
+        print(f"fresh: uncommitted changes are not tested, only HEAD {commit[:12]}")
+    subprocess.run(["git", "clone", "-q", "--no-checkout", "--no-hardlinks", str(REPOSITORY),
+                    str(destination)], check=True)
+    subprocess.run(["git", "-C", str(destination), "checkout", "-q", "--detach", commit],
+                   check=True)
+    return commit
+
+
+def run(run_seconds: int, timeout: float) -> int:
+    """Build the image, run the container to its end, remove all; the container's exit code."""
+    CACHE.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix="kchaos-fresh-", dir="/var/tmp") as temporary:
+        clone = Path(temporary) / "kchaos"
+        commit = clean_clone(clone)
+        with PrivateDaemon(Path(temporary) / "dockerd") as daemon:
+            client = daemon.start()
+            started = time.monotonic()
+            image = ensure_base(client)
+            print(f"fresh: Debian 12 image {image} in {time.monotonic() - started:.0f} s; "
+                  f"testing {commit[:12]}", flush=True)
+            volumes = {str(clone): {"bind": CHECKOUT, "mode": "rw"}}
+            for name, path in DOWNLOAD_CACHES.items():
+                (CACHE / name).mkdir(exist_ok=True)
+                volumes[str(CACHE / name)] = {"bind": path, "mode": "rw"}
+            container = client.containers.run(
+                image, ["bash", "-c", SCRIPT.format(seconds=run_seconds)], detach=True,
+                network_mode="host", privileged=True, volumes=volumes,
+                environment={"LANG": "C.UTF-8"})
+            try:
+                deadline = time.monotonic() + timeout
+                for chunk in container.logs(stream=True, follow=True):
+                    sys.stdout.write(chunk.decode(errors="replace"))
+                    sys.stdout.flush()
+                    if time.monotonic() > deadline:
+                        print(f"fresh: timed out after {timeout:g} s")
+                        return 1
+                return int(container.wait(timeout=60)["StatusCode"])
+            finally:
+                container.remove(force=True)
+                print(f"fresh: done in {time.monotonic() - started:.0f} s", flush=True)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--run-seconds", type=int, default=10,
+                        help="time limit of the smoke `kchaos run` (default 10)")
+    parser.add_argument("--timeout", type=float, default=5400,
+                        help="give up after this many seconds (default 5400)")
+    args = parser.parse_args()
+    if os.geteuid() != 0:
+        print("test-fresh: needs root (a dockerd of its own, a privileged container)",
+              file=sys.stderr)
+        return 1
+    code = run(args.run_seconds, args.timeout)
+    print("fresh: PASSED" if code == 0 else f"fresh: FAILED (exit {code})")
+    return code
+
+
+def _git(*argv: str) -> str:
+    return subprocess.run(["git", "-C", str(REPOSITORY), *argv], capture_output=True,
+                          text=True, check=True).stdout.strip()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
