@@ -13,6 +13,8 @@ from typing import NoReturn
 
 import pytest
 
+from harness.db.kafka.distribution import CACHE, COMPLETE, DEFAULT_VERSION
+
 REQUIRE_ALL = "KCHAOS_REQUIRE_ALL"
 
 
@@ -37,6 +39,12 @@ def tools(*names: str, package: str) -> pytest.MarkDecorator:
     """A mark: the test needs the commands `names`, which Debian's `package` installs."""
     missing = [name for name in names if shutil.which(name) is None]
     return needs(not missing, f"{', '.join(missing)} not installed (Debian package {package})")
+
+
+def kafka_jars() -> pytest.MarkDecorator:
+    """A mark: the test needs Apache Kafka's jars, which the bootstrap caches."""
+    return needs((CACHE / DEFAULT_VERSION / COMPLETE).exists(),
+                 f"Apache Kafka {DEFAULT_VERSION}'s jars are not cached in {CACHE}")
 
 
 def check(item: pytest.Item) -> None:
