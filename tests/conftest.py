@@ -1,10 +1,11 @@
-"""Shared fixtures: a ZooKeeper per test session, on loopback."""
+"""Shared fixtures (a ZooKeeper and a Spark session per test session, on loopback) and the
+hooks of tests/support: a test's needs of the machine, the fast tier's promise."""
 
 from __future__ import annotations
 
 import pytest
 
-from tests.support import requirements
+from tests.support import requirements, tiers
 from tests.support.zookeeper import start_zookeeper
 
 
@@ -27,6 +28,24 @@ def spark():
         yield session
 
 
+def pytest_configure(config):
+    tiers.install()
+
+
 @pytest.hookimpl(tryfirst=True)
 def pytest_runtest_setup(item):
     requirements.check(item)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_protocol(item, nextitem):
+    with tiers.watching(item):
+        return (yield)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item, call):
+    report = yield
+    if (why := tiers.refusal(item)) and not report.failed:
+        report.outcome, report.longrepr = "failed", why
+    return report
