@@ -31,15 +31,16 @@ CACHE = Path("/var/cache/kchaos/fresh")
 CHECKOUT = "/root/kchaos"
 DOWNLOAD_CACHES = {"apt": "/var/cache/apt/archives", "pip": "/root/.cache/pip",
                    "maven": "/root/.m2"}
-# Linux's capabilities by number (capability.h), for `cap_add`: `privileged` asks for every
-# one the kernel knows, which fails where this machine's bounding set lacks one.
+# Linux's capabilities by number (capability.h) up to the last one Debian 12's dockerd knows,
+# for `cap_add`: `privileged` asks for every one the kernel knows, which fails where this
+# machine's bounding set lacks one.
 CAPABILITIES = (
     "CHOWN", "DAC_OVERRIDE", "DAC_READ_SEARCH", "FOWNER", "FSETID", "KILL", "SETGID", "SETUID",
     "SETPCAP", "LINUX_IMMUTABLE", "NET_BIND_SERVICE", "NET_BROADCAST", "NET_ADMIN", "NET_RAW",
     "IPC_LOCK", "IPC_OWNER", "SYS_MODULE", "SYS_RAWIO", "SYS_CHROOT", "SYS_PTRACE", "SYS_PACCT",
     "SYS_ADMIN", "SYS_BOOT", "SYS_NICE", "SYS_RESOURCE", "SYS_TIME", "SYS_TTY_CONFIG", "MKNOD",
     "LEASE", "AUDIT_WRITE", "AUDIT_CONTROL", "SETFCAP", "MAC_OVERRIDE", "MAC_ADMIN", "SYSLOG",
-    "WAKE_ALARM", "BLOCK_SUSPEND", "AUDIT_READ", "PERFMON", "BPF", "CHECKPOINT_RESTORE")
+    "WAKE_ALARM", "BLOCK_SUSPEND", "AUDIT_READ")
 
 # Services that packages install are not started: the container is no booted machine.
 # /proc/sys and /sys become writable, as on a machine (network namespaces set sysctls).
