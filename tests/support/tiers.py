@@ -1,5 +1,5 @@
 """The fast tier's promise (`make test-unit`): a test marked neither `cluster` nor `spark`
-starts no JVM (ZooKeeper, Kafka, Spark) and no kchaos broker.
+starts no ZooKeeper, no broker (ours or Apache Kafka) and no Spark.
 
 conftest runs each test inside `watching(item)`: while a light test (its setup, its call and
 its teardown, and the session fixtures it is the first to ask for) runs, every
@@ -31,11 +31,15 @@ def heavy(argv: object) -> str | None:
         words = [os.fsdecode(argv)]
     else:
         words = [os.fsdecode(word) for word in argv]  # type: ignore[attr-defined]
-    names = [os.path.basename(word) for word in words]
-    if "java" in names or "spark-submit" in names:
-        return "a JVM (ZooKeeper, Apache Kafka, Spark or a Java client)"
+    if any(word.startswith("org.apache.zookeeper.server.") for word in words):
+        return "a ZooKeeper"
+    if "kafka.Kafka" in words:
+        return "an Apache Kafka broker"
     if any(words[i:i + 2] == ["-m", "broker"] for i in range(len(words) - 1)):
         return "a kchaos broker"
+    if any(os.path.basename(word) == "spark-submit" or word.startswith("org.apache.spark.")
+           for word in words):
+        return "Spark"
     return None
 
 
