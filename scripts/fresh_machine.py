@@ -4,13 +4,13 @@ A dockerd of our own (`PrivateDaemon`: own data root, no iptables) imports a
 `debootstrap --variant=minbase bookworm` root built from Debian's packages (`ensure_base`).
 A container of it gets a clean clone of this checkout's HEAD (not the work tree: no .venv,
 no .cache, no uncommitted change), installs `make`, the one tool the README asks for besides
-git, and runs `make bootstrap` as a user would. Then, in a network namespace of its own
-with loopback only (so nothing the bootstrap left out can be downloaded late, and no
-bridge or firewall rule of the run reaches this machine), `make test-unit` and a short
-`kchaos run`. The container holds every capability this machine has. Only download caches
-that are checked by content persist between runs (apt's archives, pip's and Maven's, under
-/var/cache/kchaos/fresh). The container, the images and the daemon go at the end, whatever
-happened.
+git (and git's ca-certificates), and runs `make bootstrap` as a user would. Then, in a
+network namespace of its own with loopback only (so nothing the bootstrap left out can be
+downloaded late, and no bridge or firewall rule of the run reaches this machine), `make
+test-unit` and a short `kchaos run`. The container holds every capability this machine has.
+Only download caches that are checked by content persist between runs (apt's archives, pip's
+and Maven's, under /var/cache/kchaos/fresh). The container, the images and the daemon go at
+the end, whatever happened.
 """
 
 from __future__ import annotations
@@ -29,6 +29,10 @@ from harness.control.docker_image import ensure_base
 REPOSITORY = Path(__file__).resolve().parents[1]
 CACHE = Path("/var/cache/kchaos/fresh")
 CHECKOUT = "/root/kchaos"
+# This machine's own trusted CAs (a TLS-inspecting proxy on the way to PyPI and Maven
+# Central, say): the container trusts them too, as this machine's pip, Maven and Java do.
+LOCAL_CAS = "/usr/local/share/ca-certificates"
+DEBIAN_CA_BUNDLE = "/etc/ssl/certs/ca-certificates.crt"
 DOWNLOAD_CACHES = {"apt": "/var/cache/apt/archives", "pip": "/root/.cache/pip",
                    "maven": "/root/.m2"}
 # Linux's capabilities by number (capability.h) up to the last one Debian 12's dockerd knows,
@@ -48,8 +52,10 @@ SCRIPT = f"""set -euo pipefail
 mount -o remount,rw /proc/sys && mount -o remount,rw /sys
 printf '#!/bin/sh\\nexit 101\\n' > /usr/sbin/policy-rc.d && chmod +x /usr/sbin/policy-rc.d
 export DEBIAN_FRONTEND=noninteractive
-echo "fresh: installing make"
-apt-get update -qq && apt-get install -y -qq --no-install-recommends make >/dev/null
+echo "fresh: installing make and ca-certificates"
+apt-get update -qq
+apt-get install -y -qq --no-install-recommends make ca-certificates >/dev/null
+update-ca-certificates >/dev/null
 cd {CHECKOUT}
 started=$SECONDS
 make bootstrap
@@ -97,11 +103,14 @@ def run(run_seconds: int, timeout: float) -> int:
             for name, path in DOWNLOAD_CACHES.items():
                 (CACHE / name).mkdir(exist_ok=True)
                 volumes[str(CACHE / name)] = {"bind": path, "mode": "rw"}
+            if Path(LOCAL_CAS).is_dir():
+                volumes[LOCAL_CAS] = {"bind": LOCAL_CAS, "mode": "ro"}
             container = client.containers.run(
                 image, ["bash", "-c", SCRIPT.format(seconds=run_seconds)], detach=True,
                 network_mode="host", cap_add=held_capabilities(), volumes=volumes,
                 security_opt=["seccomp=unconfined", "apparmor=unconfined"],
-                environment={"LANG": "C.UTF-8"})
+                environment={"LANG": "C.UTF-8", "PIP_CERT": DEBIAN_CA_BUNDLE,
+                             "REQUESTS_CA_BUNDLE": DEBIAN_CA_BUNDLE})
             try:
                 deadline = time.monotonic() + timeout
                 for chunk in container.logs(stream=True, follow=True):
