@@ -46,6 +46,6 @@ def pytest_runtest_protocol(item, nextitem):
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_makereport(item, call):
     report = yield
-    if (why := tiers.refusal(item)) and not report.failed:
+    if (why := tiers.refusal(item.nodeid)) and not report.failed:
         report.outcome, report.longrepr = "failed", why
     return report

@@ -60,9 +60,9 @@ def watching(item: pytest.Item) -> Iterator[None]:
         _running.remove(item.nodeid)
 
 
-def refusal(item: pytest.Item) -> str | None:
-    """Why `item` failed this tier's promise, or None."""
-    return _refused.pop(item.nodeid, None)
+def refusal(nodeid: str) -> str | None:
+    """Why the test `nodeid` broke this tier's promise (once), or None."""
+    return _refused.pop(nodeid, None)
 
 
 def install() -> None:
