@@ -21,9 +21,9 @@ test: bootstrap
 	$(VENV)/bin/ruff check .
 	$(PY) -m pytest -q
 
-# The inner loop: no cluster, no Spark session (pytest markers), a few minutes.
+# The inner loop: no cluster, no Spark session (pytest markers), a test process per core.
 test-unit: bootstrap
-	$(PY) -m pytest -q -m "not cluster and not spark"
+	$(PY) -m pytest -q -n auto -m "not cluster and not spark"
 
 # The bootstrap and test-unit plus a short run in a clean Debian 12 container.
 test-fresh: bootstrap
