@@ -4,10 +4,10 @@ A dockerd of our own (`PrivateDaemon`: own data root, no iptables) imports a
 `debootstrap --variant=minbase bookworm` root built from Debian's packages (`ensure_base`).
 A container of it gets a clean clone of this checkout's HEAD (not the work tree: no .venv,
 no .cache, no uncommitted change), installs `make`, the one tool the README asks for besides
-git (and git's ca-certificates), and runs `make bootstrap` as a user would. Then, in a
-network namespace of its own with loopback only (so nothing the bootstrap left out can be
-downloaded late, and no bridge or firewall rule of the run reaches this machine), `make
-test-unit` and a short `kchaos run`. The container holds every capability this machine has.
+git (and git's ca-certificates), and runs `make bootstrap` as a user would. Then `make
+test-unit` and, in a network namespace of its own with loopback only (so nothing the
+bootstrap left out can be downloaded late, and no bridge or firewall rule of the run
+reaches this machine), a short `kchaos run`. The container holds every capability this machine has.
 Only download caches that are checked by content persist between runs (apt's archives, pip's
 and Maven's, under /var/cache/kchaos/fresh). The container, the images and the daemon go at
 the end, whatever happened.
@@ -61,7 +61,8 @@ started=$SECONDS
 make bootstrap
 echo "fresh: bootstrap took $((SECONDS - started)) s"
 started=$SECONDS
-unshare --net bash -c 'ip link set lo up && make test-unit \\
+make test-unit
+unshare --net bash -c 'ip link set lo up \\
     && .venv/bin/kchaos run --time-limit {{seconds}} --store /tmp/store'
 echo "fresh: smoke tier took $((SECONDS - started)) s"
 """
