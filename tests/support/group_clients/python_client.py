@@ -1,6 +1,15 @@
 """The kafka-python group consumer: `KafkaConsumer.subscribe` with a
 `ConsumerRebalanceListener`, a synchronous commit after each poll's records are written.
 
+kafka-python 3.0.12 applies the outcome of a JoinGroup only in a `poll` that is waiting for
+it: a join that ends after its `poll` timed out is dropped, and the next `poll` joins again
+only if `need_rejoin()` still says so. A group leader that rejoins because the topic grew
+stops saying so as soon as it has assigned the new partitions, so such a leader is left with
+no partitions and its heartbeat stopped until the coordinator drops it from the group. The
+consumer therefore polls with a long timeout while a join is under way, and raises the
+rejoin flag as each join starts (as the Java client does for a metadata change), so a
+dropped join is joined again.
+
 `python -m tests.support.group_clients.python_client BOOTSTRAP GROUP TOPIC`
 """
 
@@ -24,6 +33,8 @@ from tests.support.group_clients.emit import (
     warn,
 )
 
+REBALANCE_POLL_SECONDS = 15.0
+
 
 class GroupConsumer(ConsumerRebalanceListener):
     """The consumer, its written-out offsets, and its rebalance callbacks."""
@@ -31,6 +42,7 @@ class GroupConsumer(ConsumerRebalanceListener):
     def __init__(self, bootstrap: str, group: str, topic: str) -> None:
         self.topic = topic
         self.offsets = Offsets()
+        self.rebalancing = False
         self.consumer = KafkaConsumer(
             bootstrap_servers=bootstrap.split(","), group_id=group,
             session_timeout_ms=SESSION_TIMEOUT_MS,
@@ -52,16 +64,22 @@ class GroupConsumer(ConsumerRebalanceListener):
         self.offsets.done(pending)
 
     def on_partitions_revoked(self, revoked) -> None:
+        """A join starts (once per join): commit and forget the revoked partitions, and
+        keep joining until an assignment is applied."""
+        self.rebalancing = True
+        self.consumer._coordinator.request_rejoin()
         numbers = sorted(tp.partition for tp in revoked)
         self.commit(numbers)
         self.offsets.forget(numbers)
         emit("revoked", partitions=numbers)
 
     def on_partitions_assigned(self, assigned) -> None:
+        self.rebalancing = False
         emit("assigned", partitions=sorted(tp.partition for tp in assigned))
 
     def poll(self) -> None:
-        batches = self.consumer.poll(timeout_ms=int(POLL_SECONDS * 1000))
+        seconds = REBALANCE_POLL_SECONDS if self.rebalancing else POLL_SECONDS
+        batches = self.consumer.poll(timeout_ms=int(seconds * 1000))
         for partition, records in batches.items():
             for record in records:
                 emit("record", partition=partition.partition, offset=record.offset,
