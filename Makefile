@@ -6,7 +6,7 @@ export SPARK_LOCAL_IP := 127.0.0.1
 
 # `make docs` builds the documentation into build/site/ (git-ignored); a dead link, a
 # missing anchor or a page left out of mkdocs.yml's nav fails the build.
-.PHONY: bootstrap run test docs test-docker test-groups-kafka test-txn-kafka lint bench nightly-smoke \
+.PHONY: bootstrap run test test-unit test-fresh docs test-docker test-groups-kafka test-txn-kafka lint bench nightly-smoke \
 	vagrant-bootstrap vagrant-box test-vagrant
 
 bootstrap:
@@ -15,6 +15,10 @@ bootstrap:
 run: bootstrap
 	$(VENV)/bin/kchaos run
 
+# After the bootstrap every need of a test is met: a test that would skip for a missing tool
+# fails instead (tests/support/requirements.py).
+test test-unit: export KCHAOS_REQUIRE_ALL := 1
+
 test: bootstrap
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/mkdocs build --strict --quiet --site-dir build/site
@@ -22,6 +26,14 @@ test: bootstrap
 
 docs: bootstrap
 	$(VENV)/bin/mkdocs build --strict --site-dir build/site
+
+# The inner loop: no cluster, no Spark session (pytest markers), a test process per core.
+test-unit: bootstrap
+	$(PY) -m pytest -q -n auto -m "not cluster and not spark"
+
+# The bootstrap and test-unit plus a short run in a clean Debian 12 container.
+test-fresh: bootstrap
+	$(PY) scripts/fresh_machine.py
 
 test-docker: bootstrap
 	KCHAOS_DOCKER_IMAGE_TESTS=1 $(PY) -m pytest -q tests/harness/test_docker_smoke.py tests/harness/test_docker_cluster.py tests/harness/test_docker_run.py

@@ -4,10 +4,14 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-# libvirt-daemon-system, libvirt-clients, dnsmasq-base: the libvirt-in-a-namespace smoke test
-# (tests/harness/test_libvirt_namespace.py); `make vagrant-bootstrap` adds QEMU and Vagrant's.
-debian_packages=(maven zookeeper iptables nftables openssh-server iproute2 chromium sudo vagrant docker.io debootstrap busybox-static kcat
-                 libvirt-daemon-system libvirt-clients dnsmasq-base)
+# Everything `make test` needs, from what a fresh Debian 12 has (a minbase root, say).
+# python3-venv: Debian's python3 makes no venv without it. libvirt-daemon-system,
+# libvirt-clients, dnsmasq-base and qemu-system-x86 (libvirtd answers no client until it
+# finds an emulator): the libvirt-in-a-namespace smoke test
+# (tests/harness/test_libvirt_namespace.py); `make vagrant-bootstrap` adds Vagrant's.
+debian_packages=(python3 python3-venv make maven zookeeper iptables nftables openssh-server iproute2
+                 chromium sudo vagrant docker.io debootstrap busybox-static kcat
+                 libvirt-daemon-system libvirt-clients dnsmasq-base qemu-system-x86)
 missing=()
 for pkg in "${debian_packages[@]}"; do
     dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || missing+=("$pkg")
@@ -30,9 +34,11 @@ stamp=.venv/.kchaos-bootstrap
 want=$( (cat pyproject.toml; ls -d -- */__init__.py) | sha256sum | cut -d' ' -f1)
 if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
     echo "bootstrap: preparing .venv"
-    [ -x .venv/bin/python ] || python3 -m venv .venv
+    [ -x .venv/bin/pip ] || python3 -m venv .venv
     .venv/bin/pip install -q --upgrade pip
-    .venv/bin/pip install -q -e ".[dev]" 2>&1 | grep -v -e "^WARNING: Location" -e "^\s*$" || true
+    # A failed install stops here: the stamp is written only after a complete one.
+    log=$(.venv/bin/pip install -q -e ".[dev]" 2>&1) || { echo "$log" >&2; exit 1; }
+    grep -v -e "^WARNING: Location" -e "^\s*$" <<<"$log" || true
     echo "$want" > "$stamp"
     echo "bootstrap: .venv ready"
 fi

@@ -1,9 +1,11 @@
-"""Shared fixtures: a ZooKeeper per test session, on loopback."""
+"""Shared fixtures (a ZooKeeper and a Spark session per test session, on loopback) and the
+hooks of tests/support: a test's needs of the machine, the fast tier's promise."""
 
 from __future__ import annotations
 
 import pytest
 
+from tests.support import requirements, tiers
 from tests.support.zookeeper import start_zookeeper
 
 
@@ -24,3 +26,26 @@ def spark():
 
     with spark_session("local[2]", app_name="kchaos-tests") as session:
         yield session
+
+
+def pytest_configure(config):
+    tiers.install()
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item):
+    requirements.check(item)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_protocol(item, nextitem):
+    with tiers.watching(item):
+        return (yield)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item, call):
+    report = yield
+    if (why := tiers.refusal(item.nodeid)) and not report.failed:
+        report.outcome, report.longrepr = "failed", why
+    return report

@@ -65,6 +65,7 @@ def test_missing_required_and_listener_checks():
         BrokerConfig.from_text("broker.id=1\nlisteners=PLAINTEXT:/h:1\nzookeeper.connect=z\n")
 
 
+@pytest.mark.cluster  # starts the broker program, which refuses the file before it serves
 def test_command_line_exits_2_on_bad_config(tmp_path):
     path = tmp_path / "server.properties"
     path.write_text(VALID + "no.such.key=1\n")

@@ -17,6 +17,7 @@ import os
 
 import pytest
 
+from tests.support import requirements
 from tests.support.brokers import BrokerCluster
 from tests.support.group_clients import CLIENTS, unavailable
 from tests.support.group_storyline import SYSTEMS, Storyline, new_cluster, system_unavailable
@@ -38,9 +39,10 @@ def storylines() -> list:
     params = []
     for system in SYSTEMS:
         for client in CLIENTS:
-            reasons = [r for r in (system_unavailable(system), unavailable(client),
-                                   skipped_here(system, client)) if r]
-            marks = [pytest.mark.skip(reason=reasons[0])] if reasons else []
+            unmet = [r for r in (system_unavailable(system), unavailable(client)) if r]
+            marks = [requirements.needs(False, unmet[0])] if unmet else []
+            if reason := skipped_here(system, client):
+                marks.append(pytest.mark.skip(reason=reason))
             params.append(pytest.param(system, client, id=f"{system}-{client}", marks=marks))
     return params
 

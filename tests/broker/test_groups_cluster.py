@@ -36,6 +36,7 @@ from broker.group.placement import OFFSETS_TOPIC, partition_for
 from broker.group.records import OffsetRecord, read_records
 from harness.db.brokers import exchange
 from harness.db.kafka.distribution import CACHE, DEFAULT_VERSION
+from tests.support import requirements
 from tests.support.brokers import BrokerCluster
 
 pytestmark = [pytest.mark.cluster, pytest.mark.timeout(240)]
@@ -292,8 +293,7 @@ def test_coordinator_failover_keeps_group_and_offsets_and_logs_it(cluster):
         cluster.start_broker(old)
 
 
-@pytest.mark.skipif(not (CACHE / DEFAULT_VERSION / ".complete").exists(),
-                    reason="Kafka's jars are not cached: run make bootstrap")
+@requirements.kafka_jars()
 def test_kafka_dump_log_segments_reads_our_offsets_records(cluster):
     create_topic(cluster, "dumped", 1)
     port, member, generation = stable_member(cluster, "dumped-group")

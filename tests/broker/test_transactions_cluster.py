@@ -25,6 +25,7 @@ from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from harness.db.coordinator import find_coordinator
+from tests.support import requirements
 from tests.support.brokers import BrokerCluster
 from tests.support.group_storyline import new_cluster, system_unavailable
 from tests.support.txn_clients import CLIENTS, TxnError, open_producer, unavailable
@@ -43,11 +44,12 @@ TXN_PROPERTIES = {
 def systems() -> list:
     params = []
     for system in ("kchaos", "kafka"):
-        reason = system_unavailable(system)
+        unmet = system_unavailable(system)
+        marks = [requirements.needs(False, unmet)] if unmet else []
         if system == "kafka" and not os.environ.get("KCHAOS_KAFKA_TXN_TESTS"):
-            reason = "transactions against Kafka run in make test-txn-kafka"
-        params.append(pytest.param(system, marks=[pytest.mark.skip(reason=reason)]
-                                   if reason else []))
+            marks.append(pytest.mark.skip(reason="transactions against Kafka run in "
+                                          "make test-txn-kafka"))
+        params.append(pytest.param(system, marks=marks))
     return params
 
 
@@ -158,7 +160,7 @@ def opened(client: str, cluster: BrokerCluster, transactional_id: str, topic: st
 
 
 def clients() -> list:
-    return [pytest.param(c, marks=[pytest.mark.skip(reason=unavailable(c))]
+    return [pytest.param(c, marks=[requirements.needs(False, unavailable(c))]
                          if unavailable(c) else []) for c in CLIENTS]
 
 
@@ -209,7 +211,7 @@ def test_a_fenced_producer_cannot_commit(cluster, client):
 @pytest.mark.parametrize("client", ["confluent", "java"])
 def test_sent_offsets_are_committed_with_the_transaction_only(cluster, client):
     if unavailable(client):
-        pytest.skip(unavailable(client))
+        requirements.unmet(unavailable(client))
     topic = create_topic(cluster, f"txn-offsets-{client}")
     group = f"txn-offsets-group-{client}"
     with opened(client, cluster, f"offsets-{client}", topic) as producer:

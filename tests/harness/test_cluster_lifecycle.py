@@ -19,11 +19,12 @@ from harness.db.brokers import metadata
 from nemesis.package import package
 from nemesis.partition import Firewall, PartitionNemesis
 from nemesis.process import ExpireSessionNemesis, KillNemesis, PauseZooKeeperNemesis
+from tests.support import requirements
 from tests.support.cleanup import assert_nothing_left
 
 pytestmark = [
     pytest.mark.cluster,
-    pytest.mark.skipif(os.geteuid() != 0, reason="needs root for network namespaces"),
+    requirements.root(),
 ]
 
 

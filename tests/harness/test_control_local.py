@@ -16,6 +16,7 @@ import pytest
 
 from harness.control import CommandFailed, CommandNotFound, UnknownNode
 from harness.control.local import LocalRemote, destroy_run, run_prefixes
+from tests.support import requirements
 from tests.support.cleanup import (
     LISTENER,
     assert_nothing_left,
@@ -26,7 +27,7 @@ from tests.support.cleanup import (
 
 pytestmark = [
     pytest.mark.cluster,
-    pytest.mark.skipif(os.geteuid() != 0, reason="needs root for network namespaces"),
+    requirements.root(),
 ]
 
 

@@ -6,7 +6,6 @@ Needs root."""
 
 from __future__ import annotations
 
-import os
 import random
 import time
 
@@ -21,12 +20,13 @@ from nemesis.partition import Firewall, PartitionNemesis
 from nemesis.process import KillNemesis
 from nemesis.targeted import TargetedNemesis
 from tests.nemesis.test_consumer_faults import Targets, consumers_of
+from tests.support import requirements
 from tests.support.cleanup import assert_nothing_left
 
 pytestmark = [
     pytest.mark.cluster,
     pytest.mark.timeout(300),
-    pytest.mark.skipif(os.geteuid() != 0, reason="needs root for network namespaces"),
+    requirements.root(),
 ]
 
 OFFSETS_PARTITIONS = 3

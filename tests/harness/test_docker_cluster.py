@@ -18,6 +18,7 @@ from harness.control.docker import DockerRemote, PrivateDaemon
 from harness.db.brokers import BrokerSet, KchaosBroker
 from harness.db.files import fetch
 from harness.db.zookeeper import ZooKeeperEnsemble
+from tests.support import requirements
 
 pytestmark = [
     pytest.mark.cluster,
@@ -32,7 +33,7 @@ TOPIC = "docker"
 @pytest.fixture(scope="module")
 def remote(tmp_path_factory):
     if shutil.which("dockerd") is None or shutil.which("debootstrap") is None:
-        pytest.skip("needs dockerd (docker.io) and debootstrap")
+        requirements.unmet("needs dockerd (docker.io) and debootstrap")
     daemon = PrivateDaemon(tmp_path_factory.mktemp("dockerd"))
     daemon.start()
     try:

@@ -24,6 +24,7 @@ from harness.db import Cluster, ClusterSpec
 from harness.db import down as cluster_down
 from nemesis.partition import Firewall, PartitionNemesis
 from nemesis.process import KillNemesis
+from tests.support import requirements
 
 pytestmark = [
     pytest.mark.cluster,
@@ -37,7 +38,7 @@ pytestmark = [
 def docker_host(tmp_path_factory):
     """(base_url, a prebuilt node image, client) of a private dockerd."""
     if shutil.which("dockerd") is None or shutil.which("debootstrap") is None:
-        pytest.skip("needs dockerd (docker.io) and debootstrap")
+        requirements.unmet("needs dockerd (docker.io) and debootstrap")
     daemon = PrivateDaemon(tmp_path_factory.mktemp("dockerd"))
     client = daemon.start()
     try:

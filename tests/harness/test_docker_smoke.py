@@ -23,6 +23,7 @@ from harness.control.docker import (
 from harness.control.docker_image import RUN_LABEL, tiny_image
 from harness.control.errors import CommandError, UnknownNode
 from harness.control.firewall import firewall_rules
+from tests.support import requirements
 
 pytestmark = [pytest.mark.cluster, pytest.mark.timeout(300)]
 PORT = 9000
@@ -31,7 +32,7 @@ PORT = 9000
 @pytest.fixture(scope="module")
 def daemon(tmp_path_factory):
     if shutil.which("dockerd") is None or shutil.which("busybox") is None:
-        pytest.skip("needs dockerd (docker.io) and busybox-static")
+        requirements.unmet("needs dockerd (docker.io) and busybox-static")
     private = PrivateDaemon(tmp_path_factory.mktemp("dockerd"))
     client = private.start()
     try:

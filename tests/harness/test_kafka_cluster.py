@@ -19,14 +19,14 @@ from harness.db import Cluster
 from harness.db.kafka.distribution import CACHE, DEFAULT_VERSION
 from harness.db.znodes import read_snapshot
 from harness.store import read_test
+from tests.support import requirements
 from tests.support.cleanup import assert_nothing_left
 
 pytestmark = [
     pytest.mark.cluster,
     pytest.mark.timeout(400),
-    pytest.mark.skipif(os.geteuid() != 0, reason="needs root for network namespaces"),
-    pytest.mark.skipif(not (CACHE / DEFAULT_VERSION / ".complete").exists(),
-                       reason="Kafka's jars are not cached: run make bootstrap"),
+    requirements.root(),
+    requirements.kafka_jars(),
 ]
 
 KCHAOS = str(Path(sys.executable).parent / "kchaos")

@@ -4,7 +4,6 @@ root and Kafka's cached jars."""
 
 from __future__ import annotations
 
-import os
 import random
 import time
 
@@ -13,19 +12,18 @@ import pytest
 from harness.control.backends import BackendOptions
 from harness.db.coordinator import offsets_partition
 from harness.db.kafka.db import KIND, KafkaOptions
-from harness.db.kafka.distribution import CACHE, DEFAULT_VERSION
 from harness.db.part import DBContext
 from harness.db.znodes import read_snapshot
 from nemesis.process import KillNemesis
 from tests.nemesis.test_consumer_faults import Targets, consumers_of
+from tests.support import requirements
 from tests.support.cleanup import assert_nothing_left
 
 pytestmark = [
     pytest.mark.cluster,
     pytest.mark.timeout(400),
-    pytest.mark.skipif(os.geteuid() != 0, reason="needs root for network namespaces"),
-    pytest.mark.skipif(not (CACHE / DEFAULT_VERSION / ".complete").exists(),
-                       reason="Kafka's jars are not cached: run make bootstrap"),
+    requirements.root(),
+    requirements.kafka_jars(),
 ]
 
 KAFKA_OFFSETS_PARTITIONS = 3  # harness.db.kafka.broker's setting for small machines

@@ -23,9 +23,9 @@ from harness.db.kafka.distribution import (
 )
 from harness.db.launchers import launcher_from_json
 from harness.test import build_test
+from tests.support import requirements
 
-CACHED = (CACHE / DEFAULT_VERSION / COMPLETE).exists()
-needs_jars = pytest.mark.skipif(not CACHED, reason="Kafka's jars are not cached: make bootstrap")
+needs_jars = requirements.kafka_jars()
 
 
 def fake_home(root: Path, jar: str = "kafka_2.13-3.9.1.jar") -> Path:

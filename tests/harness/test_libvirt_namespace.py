@@ -5,19 +5,20 @@ there, and a teardown that leaves nothing (harness.control.libvirt_host; no VM).
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 from pathlib import Path
 
 import pytest
 
 from harness.control import libvirt_host
+from tests.support import requirements
 
 pytestmark = [
     pytest.mark.cluster,
-    pytest.mark.skipif(os.geteuid() != 0, reason="needs root"),
-    pytest.mark.skipif(not all(shutil.which(t) for t in ("libvirtd", "virtlogd", "virsh")),
-                       reason="libvirt is not installed (make bootstrap installs it)"),
+    requirements.root(),
+    requirements.tools("libvirtd", "virtlogd", package="libvirt-daemon-system"),
+    requirements.tools("virsh", package="libvirt-clients"),
+    requirements.tools("qemu-system-x86_64", package="qemu-system-x86"),
 ]
 
 NETWORK = """<network>

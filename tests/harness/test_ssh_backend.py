@@ -27,6 +27,7 @@ from harness.control import (
 )
 from harness.control.inventory import load_inventory
 from harness.control.ssh import SSHRemote, ssh_runs
+from tests.support import requirements
 from tests.support.ssh_hosts import SshHosts, require_sshd
 
 pytestmark = pytest.mark.cluster
@@ -235,9 +236,9 @@ def test_secrets_stay_out_of_state(remote, hosts, tmp_path):
 
 def test_sudo_for_a_user_that_is_not_root(hosts, tmp_path):
     if not shutil.which("sudo"):
-        pytest.skip("sudo is not installed (Debian package sudo)")
+        requirements.unmet("sudo is not installed (Debian package sudo)")
     if not Path("/etc/sudoers").exists():
-        pytest.skip("no /etc/sudoers")
+        requirements.unmet("no /etc/sudoers (Debian package sudo)")
     user = f"kcs{os.getpid() % 100000}"
     sudoers = Path(f"/etc/sudoers.d/{user}")
     subprocess.run(["useradd", "--no-create-home", "--shell", "/bin/bash", user], check=True)

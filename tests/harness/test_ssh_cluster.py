@@ -18,9 +18,10 @@ from kafka import KafkaConsumer, KafkaProducer
 from harness.control.ssh import ssh_runs
 from harness.db import Cluster, ClusterSpec
 from harness.db.kafka.broker import KafkaBroker
-from harness.db.kafka.distribution import CACHE, DEFAULT_VERSION, fetch
+from harness.db.kafka.distribution import DEFAULT_VERSION, fetch
 from nemesis.partition import Firewall, PartitionNemesis
 from nemesis.process import KillNemesis
+from tests.support import requirements
 from tests.support.ssh_hosts import SshHosts, require_sshd
 
 pytestmark = pytest.mark.cluster
@@ -171,8 +172,7 @@ def test_the_reaper_takes_an_ssh_cluster_down_after_kill_9_of_its_owner(hosts, t
             owner.wait()
 
 
-@pytest.mark.skipif(not (CACHE / DEFAULT_VERSION / ".complete").exists(),
-                    reason="Kafka's jars are not cached: run make bootstrap")
+@requirements.kafka_jars()
 def test_apache_kafka_runs_on_ssh_hosts(hosts, tmp_path):
     inventory = hosts.inventory(tmp_path / "i.toml", python=sys.executable,
                                 dir=str(tmp_path / "opt"))

@@ -5,7 +5,6 @@ restarts it. Needs root."""
 
 from __future__ import annotations
 
-import os
 import random
 import threading
 
@@ -16,12 +15,13 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from harness.db import Cluster, ClusterSpec
 from nemesis.partition import Firewall
 from nemesis.targeted import TargetedNemesis
+from tests.support import requirements
 from tests.support.cleanup import assert_nothing_left
 
 pytestmark = [
     pytest.mark.cluster,
     pytest.mark.timeout(180),
-    pytest.mark.skipif(os.geteuid() != 0, reason="needs root for network namespaces"),
+    requirements.root(),
 ]
 
 

@@ -13,6 +13,7 @@ import pytest
 
 from harness.control import ProvisionError
 from harness.control.inventory import parse_ssh_config, vagrant_inventory
+from tests.support import requirements
 
 VAGRANT_DIR = Path(__file__).resolve().parent.parent.parent / "vagrant"
 SSH_CONFIG = """\
@@ -44,7 +45,7 @@ Host other
 
 def validate(directory: Path, **env: str) -> subprocess.CompletedProcess:
     if not shutil.which("vagrant"):
-        pytest.skip("vagrant is not installed (Debian package vagrant)")
+        requirements.unmet("vagrant is not installed (Debian package vagrant)")
     return subprocess.run(["vagrant", "validate", "--ignore-provider"], cwd=directory,
                           env={**os.environ, "VAGRANT_CHECKPOINT_DISABLE": "1", **env},
                           capture_output=True, text=True, timeout=120)

@@ -4,7 +4,6 @@ read from a fake ZooKeeper (the real one is exercised in test_cluster_*). Needs 
 
 from __future__ import annotations
 
-import os
 import random
 
 import pytest
@@ -13,12 +12,13 @@ from harness.control.local import LocalRemote
 from nemesis import grudge as g
 from nemesis.package import package
 from nemesis.partition import Firewall, PacketLossNemesis, PartitionNemesis
+from tests.support import requirements
 from tests.support.cleanup import assert_nothing_left, listen_everywhere, reachability
 from tests.support.fake_cluster import FakeCluster, FakeZk
 
 pytestmark = [
     pytest.mark.cluster,
-    pytest.mark.skipif(os.geteuid() != 0, reason="needs root for network namespaces"),
+    requirements.root(),
 ]
 
 BROKERS = ("n1", "n2", "n3", "n4", "n5")

@@ -11,12 +11,12 @@ import pytest
 
 from harness.store import run_files
 from reports import write_report
+from tests.support import requirements
 
 FIXTURES = Path(__file__).parent.parent / "data" / "store"
 CHROMIUM = shutil.which("chromium")
 
-pytestmark = pytest.mark.skipif(
-    CHROMIUM is None, reason="Debian's chromium is not installed (apt-get install -y chromium)")
+pytestmark = requirements.tools("chromium", package="chromium")
 
 
 def chromium(profile: Path, *args: str) -> subprocess.CompletedProcess:

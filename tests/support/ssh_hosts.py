@@ -21,7 +21,7 @@ import subprocess
 import time
 from pathlib import Path
 
-import pytest
+from tests.support import requirements
 
 SSHD = Path("/usr/sbin/sshd")
 SSH_KEYGEN = shutil.which("ssh-keygen")
@@ -30,11 +30,11 @@ SSH_KEYGEN = shutil.which("ssh-keygen")
 def require_sshd() -> None:
     """Skip unless root with sshd, ssh-keygen and nft available."""
     if os.geteuid() != 0:
-        pytest.skip("needs root for network namespaces")
+        requirements.unmet("needs root for network namespaces")
     if not SSHD.exists() or not SSH_KEYGEN:
-        pytest.skip("needs Debian's openssh-server (/usr/sbin/sshd) and ssh-keygen")
+        requirements.unmet("needs Debian's openssh-server (/usr/sbin/sshd) and ssh-keygen")
     if not shutil.which("nft"):
-        pytest.skip("needs nftables")
+        requirements.unmet("needs nftables")
 
 
 def keygen(path: Path) -> str:

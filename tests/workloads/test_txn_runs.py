@@ -12,6 +12,7 @@ import pytest
 
 from checker.history import HistoryWriter, load_history
 from checker.registry import composed
+from tests.support import requirements
 from tests.support.group_storyline import new_cluster, system_unavailable
 from workloads.core import final
 from workloads.core import generator as gen
@@ -31,7 +32,7 @@ OFFLINE = ("elections",)  # needs the node logs of a run folder
 
 
 @pytest.fixture(scope="module", params=[
-    pytest.param(system, marks=[pytest.mark.skip(reason=system_unavailable(system))]
+    pytest.param(system, marks=[requirements.needs(False, system_unavailable(system))]
                  if system_unavailable(system) else [])
     for system in ("kchaos", "kafka")])
 def cluster(request, zookeeper, tmp_path_factory):
