@@ -4,8 +4,8 @@ PY := $(VENV)/bin/python
 export PYSPARK_PYTHON := $(abspath $(PY))
 export SPARK_LOCAL_IP := 127.0.0.1
 
-.PHONY: bootstrap run test test-docker test-groups-kafka test-txn-kafka lint bench nightly-smoke \
-	vagrant-bootstrap vagrant-box test-vagrant
+.PHONY: bootstrap run test typecheck coverage-html test-docker test-groups-kafka test-txn-kafka \
+	lint bench nightly-smoke vagrant-bootstrap vagrant-box test-vagrant
 
 bootstrap:
 	@bash scripts/bootstrap.sh
@@ -13,9 +13,21 @@ bootstrap:
 run: bootstrap
 	$(VENV)/bin/kchaos run
 
+# Coverage of the six packages in the pytest process (brokers and Spark workers that the tests
+# start as processes of their own are not measured): the total and the ten least-covered modules.
 test: bootstrap
 	$(VENV)/bin/ruff check .
-	$(PY) -m pytest -q
+	$(VENV)/bin/mypy
+	$(PY) -m pytest -q --cov --cov-report=
+	@$(PY) -m coverage report | head -n 12
+	@echo "coverage total: $$($(PY) -m coverage report --format=total)%  (all modules: make coverage-html)"
+
+typecheck: bootstrap
+	$(VENV)/bin/mypy
+
+coverage-html:
+	$(PY) -m coverage html
+	@echo "build/coverage/index.html"
 
 test-docker: bootstrap
 	KCHAOS_DOCKER_IMAGE_TESTS=1 $(PY) -m pytest -q tests/harness/test_docker_smoke.py tests/harness/test_docker_cluster.py tests/harness/test_docker_run.py
@@ -38,6 +50,7 @@ test-txn-kafka: bootstrap
 
 lint: bootstrap
 	$(VENV)/bin/ruff check .
+	$(VENV)/bin/mypy
 
 bench: bootstrap
 	$(PY) bench/linearizability.py
