@@ -45,7 +45,8 @@ def describe_op(invoke: Op, complete: Op | None) -> str:
 
 
 def _nemesis_boxes(ops: Sequence[Op]) -> list[tuple[Op, Op | None, str]]:
-    boxes, open_invoke = [], None
+    boxes: list[tuple[Op, Op | None, str]] = []
+    open_invoke: Op | None = None
     for op in ops:
         if op.process != NEMESIS:
             continue
