@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from matplotlib.artist import Artist
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
@@ -109,10 +110,10 @@ def _save(figure: Figure, out: Path, name: str, title: str, caption: str) -> Plo
     return Plot(name, title, caption)
 
 
-def _shade(axes: Sequence[Any], periods: Sequence[NemesisPeriod], end: float) -> list[Any]:
+def _shade(axes: Sequence[Any], periods: Sequence[NemesisPeriod], end: float) -> list[Artist]:
     """Shade nemesis periods on every axis; returns legend handles, one per fault."""
     colors: dict[str, str] = {}
-    handles: list[Any] = []
+    handles: list[Artist] = []
     for period in periods:
         if period.f not in colors:
             colors[period.f] = FAULT_COLORS[len(colors) % len(FAULT_COLORS)]
@@ -131,7 +132,7 @@ def _shade(axes: Sequence[Any], periods: Sequence[NemesisPeriod], end: float) ->
     return handles
 
 
-def _legend(ax: Any, extra: Sequence[Any] = ()) -> None:
+def _legend(ax: Any, extra: Sequence[Artist] = ()) -> None:
     handles, _ = ax.get_legend_handles_labels()
     seen, kept = set(), []
     for handle in [*handles, *extra]:

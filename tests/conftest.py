@@ -1,4 +1,4 @@
-"""Shared fixtures: a ZooKeeper per test session, on loopback."""
+"""Shared fixtures: a ZooKeeper per test session, on loopback; property tests unmeasured."""
 
 from __future__ import annotations
 
@@ -24,3 +24,11 @@ def spark():
 
     with spark_session("local[2]", app_name="kchaos-tests") as session:
         yield session
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Property-based tests (hypothesis) run without coverage: they repeat the paths the
+    example tests cover, thousands of times, at twice the CPU under coverage's tracer."""
+    for item in items:
+        if hasattr(getattr(item, "obj", None), "hypothesis"):
+            item.add_marker(pytest.mark.no_cover)
