@@ -19,8 +19,10 @@ test: bootstrap
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/mypy
 	$(PY) -m pytest -q --cov --cov-report=
-	@$(PY) -m coverage report | head -n 12
-	@echo "coverage total: $$($(PY) -m coverage report --format=total)%  (all modules: make coverage-html)"
+	@mkdir -p build && $(PY) -m coverage report > build/coverage.txt
+	@echo "least-covered modules (all of them: build/coverage.txt, make coverage-html):"
+	@head -n 12 build/coverage.txt
+	@grep '^TOTAL' build/coverage.txt
 
 typecheck: bootstrap
 	$(VENV)/bin/mypy
