@@ -6,8 +6,9 @@ export SPARK_LOCAL_IP := 127.0.0.1
 
 # `make docs` builds the documentation into build/site/ (git-ignored); a dead link, a
 # missing anchor or a page left out of mkdocs.yml's nav fails the build.
-.PHONY: bootstrap run test test-unit test-fresh docs test-docker test-groups-kafka test-txn-kafka lint bench nightly-smoke \
-	vagrant-bootstrap vagrant-box test-vagrant
+.PHONY: bootstrap run test test-unit test-fresh docs typecheck coverage-html test-docker \
+	test-groups-kafka test-txn-kafka lint bench nightly-smoke vagrant-bootstrap vagrant-box \
+	test-vagrant
 
 bootstrap:
 	@bash scripts/bootstrap.sh
@@ -19,10 +20,24 @@ run: bootstrap
 # fails instead (tests/support/requirements.py).
 test test-unit: export KCHAOS_REQUIRE_ALL := 1
 
+# Coverage of the six packages in the pytest process (brokers and Spark workers that the tests
+# start as processes of their own are not measured): the total and the ten least-covered modules.
 test: bootstrap
 	$(VENV)/bin/ruff check .
+	$(VENV)/bin/mypy
 	$(VENV)/bin/mkdocs build --strict --quiet --site-dir build/site
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q --cov --cov-report=
+	@mkdir -p build && $(PY) -m coverage report > build/coverage.txt
+	@echo "least-covered modules (all of them: build/coverage.txt, make coverage-html):"
+	@head -n 12 build/coverage.txt
+	@grep '^TOTAL' build/coverage.txt
+
+typecheck: bootstrap
+	$(VENV)/bin/mypy
+
+coverage-html:
+	$(PY) -m coverage html
+	@echo "build/coverage/index.html"
 
 docs: bootstrap
 	$(VENV)/bin/mkdocs build --strict --site-dir build/site
@@ -56,6 +71,7 @@ test-txn-kafka: bootstrap
 
 lint: bootstrap
 	$(VENV)/bin/ruff check .
+	$(VENV)/bin/mypy
 
 bench: bootstrap
 	$(PY) bench/linearizability.py

@@ -115,7 +115,7 @@ class PartitionOwner:
     def _load_dropped(self, partition: int, epoch: int) -> None:
         """The load of `partition` at `epoch` found the leadership gone."""
 
-    def _spawn(self, coroutine: Coroutine[Any, Any, None]) -> None:
+    def _spawn(self, coroutine: Coroutine[Any, Any, object]) -> None:
         task = asyncio.get_running_loop().create_task(coroutine)
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)

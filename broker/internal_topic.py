@@ -14,6 +14,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping
 
+from broker.control_plane import BrokerEndpoint
 from broker.errors import BrokerError, ErrorCode
 from broker.group.placement import partition_for
 
@@ -40,7 +41,7 @@ class InternalTopic:
     def partition_of(self, key: str) -> int:
         return partition_for(key, self.partition_count())
 
-    async def coordinator(self, key: str):
+    async def coordinator(self, key: str) -> tuple[int, BrokerEndpoint | None]:
         """(error, the coordinator's endpoint or None) for `key`."""
         if self.name not in self.metadata.topics:
             await self._create()

@@ -19,10 +19,13 @@ import uuid
 from pathlib import Path
 
 from kazoo.client import KazooClient, KazooState
+from kazoo.exceptions import NodeExistsError
 
 from broker import zk as zkpaths
 from broker.config import BrokerConfig
 from broker.control_plane import ControlPlaneServer, request_controlled_shutdown
+from broker.controller.config import ControllerConfig
+from broker.controller.controller import Controller
 from broker.event_log import EventLog
 from broker.group import GroupConfig, GroupCoordinator, OffsetsLog
 from broker.group.placement import OFFSETS_TOPIC
@@ -59,10 +62,9 @@ class BrokerNode:
         self.replicas: ReplicaManager | None = None
         self.listener: ClientListener | None = None
         self.control: ControlPlaneServer | None = None
-        self.controller = None
+        self.controller: Controller | None = None
         self.events: EventLog | None = None
         self.txn: TransactionCoordinator | None = None
-        self._registration: zkpaths.BrokerRegistration | None = None
         self._stop = asyncio.Event()
         self._session_lost = False
 
@@ -100,19 +102,19 @@ class BrokerNode:
 
     async def start(self) -> None:
         """Join the cluster, step by step as the module docstring lists."""
-        await self._connect_zookeeper()
-        await self._check_broker_id_free()
-        cluster_id = await self._ensure_cluster_znodes()
-        await self._recover_logs()
-        context = self._start_replication(cluster_id)
-        self.controller = self._make_controller()
-        await self._start_listeners(context)
-        await self._register()
-        await self.controller.start()
+        zk = await self._connect_zookeeper()
+        await self._check_broker_id_free(zk)
+        cluster_id = await self._ensure_cluster_znodes(zk)
+        logs = await self._recover_logs()
+        replicas, context = self._start_replication(zk, logs, cluster_id)
+        controller = self.controller = self._make_controller(zk)
+        listener, control = await self._start_listeners(context, replicas, controller)
+        await self._register(zk, listener.port, control.port)
+        await controller.start()
 
-    async def _connect_zookeeper(self) -> None:
+    async def _connect_zookeeper(self) -> KazooClient:
         config = self.config
-        self.zk = KazooClient(
+        zk = self.zk = KazooClient(
             hosts=config.zookeeper_connect, timeout=config.zookeeper_session_timeout_ms / 1000.0
         )
         connect_timeout = (
@@ -120,21 +122,22 @@ class BrokerNode:
         ) / 1000.0
         try:
             await asyncio.get_running_loop().run_in_executor(
-                None, lambda: self.zk.start(timeout=connect_timeout)
+                None, lambda: zk.start(timeout=connect_timeout)
             )
         except Exception as exc:
             raise StartupError(
                 f"cannot connect to ZooKeeper at {config.zookeeper_connect}: {exc!r}"
             ) from exc
+        return zk
 
-    async def _check_broker_id_free(self) -> None:
+    async def _check_broker_id_free(self, zk: KazooClient) -> None:
         """Refuse a broker.id held by a live broker. A registration left by this broker's
         previous (killed) incarnation disappears within the session timeout, so wait that
         long before concluding that another broker holds the id."""
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self.config.zookeeper_session_timeout_ms / 1000.0 + 1.0
         while True:
-            existing = await loop.run_in_executor(None, zkpaths.read_brokers, self.zk)
+            existing = await loop.run_in_executor(None, zkpaths.read_brokers, zk)
             other = existing.get(self.broker_id)
             if other is None:
                 return
@@ -145,15 +148,15 @@ class BrokerNode:
                     "refusing to start")
             await asyncio.sleep(0.25)
 
-    async def _ensure_cluster_znodes(self) -> str:
+    async def _ensure_cluster_znodes(self, zk: KazooClient) -> str:
         """Create the persistent paths Kafka expects; the cluster id (created if absent)."""
         loop = asyncio.get_running_loop()
-        await loop.run_in_executor(None, zkpaths.ensure_paths, self.zk)
-        return await loop.run_in_executor(None, self._cluster_id)
+        await loop.run_in_executor(None, zkpaths.ensure_paths, zk)
+        return await loop.run_in_executor(None, _cluster_id, zk)
 
-    async def _recover_logs(self) -> None:
+    async def _recover_logs(self) -> LogManager:
         config = self.config
-        self.logs = LogManager(
+        logs = LogManager(
             config.data_dirs,
             LogConfig(
                 segment_bytes=config.log_segment_bytes,
@@ -166,15 +169,17 @@ class BrokerNode:
             lose_unflushed_on_crash=config.debug_lose_unflushed_on_crash,
         )
         try:
-            await asyncio.get_running_loop().run_in_executor(None, self.logs.load)
+            await asyncio.get_running_loop().run_in_executor(None, logs.load)
         except Exception as exc:
-            self.logs = None
             raise StartupError(f"cannot load the logs in {config.data_dirs}: {exc}") from exc
+        self.logs = logs
+        return logs
 
-    def _start_replication(self, cluster_id: str) -> BrokerContext:
-        """Start the ReplicaManager; the context the client APIs are served with."""
+    def _start_replication(self, zk: KazooClient, logs: LogManager,
+                           cluster_id: str) -> tuple[ReplicaManager, BrokerContext]:
+        """Start the ReplicaManager; it and the context the client APIs are served with."""
         config = self.config
-        self.replicas = ReplicaManager(
+        replicas = self.replicas = ReplicaManager(
             ReplicaSettings(
                 broker_id=self.broker_id,
                 min_insync_replicas=config.min_insync_replicas,
@@ -193,54 +198,56 @@ class BrokerNode:
                 debug_skip_epoch_fencing=config.debug_skip_epoch_fencing,
                 debug_read_uncommitted_leak=config.debug_read_uncommitted_leak,
             ),
-            self.logs,
-            self.zk,
+            logs,
+            zk,
         )
-        creator = TopicCreator(self.zk, self.replicas.metadata)
-        self.replicas.on_metadata_update.append(creator.metadata_changed)
-        self.events = EventLog(self.event_log_path, broker_id=self.broker_id)
-        for (topic, partition), tail in self.logs.lost_tails:
-            self.events.write("unflushed-lost", topic=topic, partition=partition,
+        creator = TopicCreator(zk, replicas.metadata)
+        replicas.on_metadata_update.append(creator.metadata_changed)
+        events = self.events = EventLog(self.event_log_path, broker_id=self.broker_id)
+        for (topic, partition), tail in logs.lost_tails:
+            events.write("unflushed-lost", topic=topic, partition=partition,
                               cause="kchaos.debug.lose-unflushed-on-crash", **tail.to_json())
         offsets_topic = InternalTopic(
-            OFFSETS_TOPIC, self.replicas.metadata, creator,
+            OFFSETS_TOPIC, replicas.metadata, creator,
             config.offsets_topic_num_partitions, config.offsets_topic_replication_factor,
             {"segment.bytes": str(config.offsets_topic_segment_bytes)})
         txn_topic = InternalTopic(
-            TRANSACTION_TOPIC, self.replicas.metadata, creator,
+            TRANSACTION_TOPIC, replicas.metadata, creator,
             config.transaction_state_log_num_partitions,
             config.transaction_state_log_replication_factor,
             {"segment.bytes": str(config.transaction_state_log_segment_bytes),
              "min.insync.replicas": str(config.transaction_state_log_min_isr)})
-        groups = self._make_group_coordinator(offsets_topic)
-        producer_ids = ProducerIdAllocator(self.zk, self.broker_id)
-        self.txn = self._make_transaction_coordinator(txn_topic, offsets_topic, producer_ids)
+        groups = self._make_group_coordinator(replicas, events, offsets_topic)
+        producer_ids = ProducerIdAllocator(zk, self.broker_id)
+        txn = self.txn = self._make_transaction_coordinator(replicas, events, txn_topic,
+                                                            offsets_topic, producer_ids)
         context = BrokerContext(
             broker_id=self.broker_id,
-            replicas=self.replicas,
+            replicas=replicas,
             topic_creator=creator,
             producer_ids=producer_ids,
             groups=groups,
             offsets_topic=offsets_topic,
-            txn=self.txn,
+            txn=txn,
             txn_topic=txn_topic,
             auto_create_topics=config.auto_create_topics_enable,
             num_partitions=config.num_partitions,
             default_replication_factor=config.default_replication_factor,
             cluster_id=cluster_id,
         )
-        self.replicas.start()
-        self.txn.start()
-        return context
+        replicas.start()
+        txn.start()
+        return replicas, context
 
-    def _make_group_coordinator(self, offsets_topic: InternalTopic) -> GroupCoordinator:
+    def _make_group_coordinator(self, replicas: ReplicaManager, events: EventLog,
+                                offsets_topic: InternalTopic) -> GroupCoordinator:
         """The group coordinator, told by the ReplicaManager which offsets partitions this
         broker leads."""
         config = self.config
         coordinator = GroupCoordinator(
             self.broker_id,
             OffsetsLog(
-                self.replicas,
+                replicas,
                 config.offsets_commit_timeout_ms,
                 config.offsets_load_buffer_size,
                 ack_before_replication=config.debug_ack_commit_before_replication,
@@ -253,12 +260,13 @@ class BrokerNode:
                 max_group_size=config.group_max_size,
                 max_metadata_bytes=config.offset_metadata_max_bytes,
             ),
-            self.events,
+            events,
         )
-        self._follow_leadership(OFFSETS_TOPIC, coordinator)
+        _follow_leadership(replicas, OFFSETS_TOPIC, coordinator)
         return coordinator
 
-    def _make_transaction_coordinator(self, txn_topic: InternalTopic,
+    def _make_transaction_coordinator(self, replicas: ReplicaManager, events: EventLog,
+                                      txn_topic: InternalTopic,
                                       offsets_topic: InternalTopic,
                                       producer_ids: ProducerIdAllocator) -> TransactionCoordinator:
         """The transaction coordinator, told which transaction log partitions this broker
@@ -266,9 +274,9 @@ class BrokerNode:
         config = self.config
         coordinator = TransactionCoordinator(
             self.broker_id,
-            TxnLog(self.replicas, TXN_LOG_APPEND_TIMEOUT_MS,
+            TxnLog(replicas, TXN_LOG_APPEND_TIMEOUT_MS,
                    config.transaction_state_log_load_buffer_size),
-            MarkerWriter(self.broker_id, self.replicas.metadata),
+            MarkerWriter(self.broker_id, replicas.metadata),
             txn_topic.partition_of,
             offsets_topic.partition_of,
             producer_ids.allocate,
@@ -278,33 +286,16 @@ class BrokerNode:
                     config.transaction_abort_timed_out_transaction_cleanup_interval_ms),
                 skip_epoch_fencing=config.debug_skip_epoch_fencing,
             ),
-            self.events,
+            events,
         )
-        self._follow_leadership(TRANSACTION_TOPIC, coordinator)
+        _follow_leadership(replicas, TRANSACTION_TOPIC, coordinator)
         return coordinator
 
-    def _follow_leadership(self, topic: str, coordinator) -> None:
-        """`coordinator.on_leader` / `on_resign` as this broker gains and loses the leadership
-        of `topic`'s partitions."""
-
-        def leadership(key: tuple[str, int], leader_epoch: int | None) -> None:
-            if key[0] != topic:
-                return
-            if leader_epoch is None:
-                coordinator.on_resign(key[1])
-            else:
-                coordinator.on_leader(key[1], leader_epoch)
-
-        self.replicas.on_leadership.append(leadership)
-
-    def _make_controller(self):
-        from broker.controller.config import ControllerConfig
-        from broker.controller.controller import Controller
-
+    def _make_controller(self, zk: KazooClient) -> Controller:
         config = self.config
         return Controller(
             self.broker_id,
-            self.zk,
+            zk,
             ControllerConfig(
                 default_replication_factor=config.default_replication_factor,
                 num_partitions=config.num_partitions,
@@ -319,23 +310,26 @@ class BrokerNode:
             asyncio.get_running_loop(),
         )
 
-    async def _start_listeners(self, context: BrokerContext) -> None:
+    async def _start_listeners(self, context: BrokerContext, replicas: ReplicaManager,
+                               controller: Controller
+                               ) -> tuple[ClientListener, ControlPlaneServer]:
         """Bind the client listener and the control-plane listener."""
         config = self.config
         client, control = config.client_listener, config.control_listener
-        self.listener = ClientListener(
+        listener = self.listener = ClientListener(
             client.host, client.port, Dispatcher(context), config.socket_request_max_bytes
         )
-        self.control = ControlPlaneServer(
-            control.host, control.port, self.replicas, self.controller.controlled_shutdown
+        server = self.control = ControlPlaneServer(
+            control.host, control.port, replicas, controller.controlled_shutdown
         )
         try:
-            await self.listener.start()
-            await self.control.start()
+            await listener.start()
+            await server.start()
         except OSError as exc:
             raise StartupError(f"cannot bind listeners {client} / {control}: {exc}") from exc
+        return listener, server
 
-    async def _register(self) -> None:
+    async def _register(self, zk: KazooClient, client_port: int, control_port: int) -> None:
         """Register in /brokers/ids (the broker epoch); again after each session expiry."""
         loop = asyncio.get_running_loop()
         config = self.config
@@ -344,49 +338,37 @@ class BrokerNode:
         registration = zkpaths.BrokerRegistration(
             self.broker_id,
             advertised_client.host or "127.0.0.1",
-            self.listener.port,
+            client_port,
             advertised_control.host or "127.0.0.1",
-            self.control.port,
+            control_port,
             config.broker_rack,
         )
         try:
             self.broker_epoch = await loop.run_in_executor(
-                None, zkpaths.register_broker, self.zk, registration
+                None, zkpaths.register_broker, zk, registration
             )
         except zkpaths.BrokerIdInUseError as exc:
             raise StartupError(f"{exc}; refusing to start") from exc
-        self._registration = registration
-        self.zk.add_listener(lambda state: loop.call_soon_threadsafe(self._zk_state, state))
+        zk.add_listener(
+            lambda state: loop.call_soon_threadsafe(self._zk_state, zk, registration, state))
 
-    def _cluster_id(self) -> str:
-        from kazoo.exceptions import NodeExistsError
-
-        try:
-            self.zk.create(
-                CLUSTER_ID_PATH,
-                json.dumps({"version": "1", "id": uuid.uuid4().hex[:22]}).encode(),
-                makepath=True,
-            )
-        except NodeExistsError:
-            pass
-        data, _ = self.zk.get(CLUSTER_ID_PATH)
-        return json.loads(data)["id"]
-
-    def _zk_state(self, state: str) -> None:
+    def _zk_state(self, zk: KazooClient, registration: zkpaths.BrokerRegistration,
+                  state: str) -> None:
         """Kazoo thread -> loop: after an expired session, register again on reconnect."""
         if state == KazooState.LOST:
             log.warning("ZooKeeper session lost")
             self._session_lost = True
         elif state == KazooState.CONNECTED and self._session_lost and not self._stop.is_set():
             self._session_lost = False
-            asyncio.get_running_loop().create_task(self._reregister())
+            asyncio.get_running_loop().create_task(self._reregister(zk, registration))
 
-    async def _reregister(self) -> None:
+    async def _reregister(self, zk: KazooClient,
+                          registration: zkpaths.BrokerRegistration) -> None:
         loop = asyncio.get_running_loop()
         for _ in range(20):
             try:
                 self.broker_epoch = await loop.run_in_executor(
-                    None, zkpaths.register_broker, self.zk, self._registration
+                    None, zkpaths.register_broker, zk, registration
                 )
                 log.info("registered again with broker epoch %d", self.broker_epoch)
                 return
@@ -398,12 +380,15 @@ class BrokerNode:
 
     async def controlled_shutdown(self) -> bool:
         """Ask the active controller to move leadership off this broker; True when it did."""
+        zk, replicas = self.zk, self.replicas
+        if zk is None or replicas is None:
+            raise RuntimeError(f"broker {self.broker_id} is not started")
         loop = asyncio.get_running_loop()
         deadline = loop.time() + CONTROLLED_SHUTDOWN_SECONDS
         while loop.time() < deadline:
             try:
-                controller_id = await loop.run_in_executor(None, zkpaths.read_controller, self.zk)
-                brokers = await loop.run_in_executor(None, zkpaths.read_brokers, self.zk)
+                controller_id = await loop.run_in_executor(None, zkpaths.read_controller, zk)
+                brokers = await loop.run_in_executor(None, zkpaths.read_brokers, zk)
                 target = brokers.get(controller_id) if controller_id is not None else None
                 if target is not None:
                     code, remaining = await request_controlled_shutdown(
@@ -415,7 +400,7 @@ class BrokerNode:
                     )
                     led = [
                         p.key
-                        for p in self.replicas.partitions.values()
+                        for p in replicas.partitions.values()
                         if p.is_leader and len(p.replicas) > 1
                     ]
                     log.info(
@@ -456,6 +441,35 @@ class BrokerNode:
             zk = self.zk
             await asyncio.get_running_loop().run_in_executor(None, _stop_zk, zk)
             self.zk = None
+
+
+def _cluster_id(zk: KazooClient) -> str:
+    try:
+        zk.create(
+            CLUSTER_ID_PATH,
+            json.dumps({"version": "1", "id": uuid.uuid4().hex[:22]}).encode(),
+            makepath=True,
+        )
+    except NodeExistsError:
+        pass
+    data, _ = zk.get(CLUSTER_ID_PATH)
+    return json.loads(data)["id"]
+
+
+def _follow_leadership(replicas: ReplicaManager, topic: str,
+                       coordinator: GroupCoordinator | TransactionCoordinator) -> None:
+    """`coordinator.on_leader` / `on_resign` as this broker gains and loses the leadership
+    of `topic`'s partitions."""
+
+    def leadership(key: tuple[str, int], leader_epoch: int | None) -> None:
+        if key[0] != topic:
+            return
+        if leader_epoch is None:
+            coordinator.on_resign(key[1])
+        else:
+            coordinator.on_leader(key[1], leader_epoch)
+
+    replicas.on_leadership.append(leadership)
 
 
 def _stop_zk(zk: KazooClient) -> None:

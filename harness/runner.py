@@ -234,8 +234,8 @@ class _DBNemesis:
         self.faults = faults
         self.db = db
 
-    def invoke(self, test: Any, op: dict) -> dict:
-        result = self.faults.nemesis.invoke(self.db, op)
+    def invoke(self, test: Any, op: Mapping[str, Any]) -> dict[str, Any]:
+        result = self.faults.nemesis.invoke(self.db, dict(op))
         log.info("nemesis %s %s -> %s", op.get("f"), op.get("value"), result.get("value"))
         return result
 

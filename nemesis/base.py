@@ -24,7 +24,7 @@ class Nemesis(Protocol):
     fs: frozenset[str]
 
     def setup(self, cluster: Any) -> None: ...
-    def invoke(self, cluster: Any, op: dict) -> dict: ...
+    def invoke(self, cluster: Any, op: dict[str, Any]) -> dict[str, Any]: ...
     def teardown(self, cluster: Any) -> None: ...
 
 
@@ -39,20 +39,20 @@ class BaseNemesis:
     def teardown(self, cluster: Nodes) -> None:
         """Nothing to undo."""
 
-    def invoke(self, cluster: Any, op: dict) -> dict:
+    def invoke(self, cluster: Any, op: dict[str, Any]) -> dict[str, Any]:
         raise NotImplementedError(f"{type(self).__name__} handles no op {op.get('f')!r}")
 
 
-def completed(op: dict, value: Any) -> dict:
+def completed(op: dict[str, Any], value: Any) -> dict[str, Any]:
     """`op` completed as a nemesis op (type info) with `value`."""
     return {**op, "type": "info", "value": value}
 
 
-def no_target(op: dict) -> dict:
+def no_target(op: dict[str, Any]) -> dict[str, Any]:
     """`op` completed having found nothing to act on."""
     return completed(op, NO_TARGET)
 
 
-def skipped(op: dict, reason: str) -> dict:
+def skipped(op: dict[str, Any], reason: str) -> dict[str, Any]:
     """`op` completed as a logged no-op, saying why."""
     return completed(op, {"skipped": reason})

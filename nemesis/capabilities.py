@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Protocol, TypeVar, runtime_checkable
+from typing import Any, Protocol, TypeVar, runtime_checkable
 
 __all__ = [
     "NAMES",
@@ -59,7 +59,7 @@ class PartitionState:
     isr: tuple[int, ...]
     replicas: tuple[int, ...]
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         return {"topic": self.topic, "partition": self.partition, "leader": self.leader,
                 "leader_epoch": self.leader_epoch, "isr": list(self.isr),
                 "replicas": list(self.replicas)}

@@ -101,12 +101,12 @@ def _section(source: str, partition: Mapping[str, Any], spans: Mapping[int, Span
     stuck_text = "; ".join(descriptions.get(str(i), f"op {i}") for i in example.get("stuck") or [])
     where = partition.get("partition")
     summary = facts([
-        ["history", source or "history.jsonl"],
-        ["partition", "the whole history" if where is None else where],
-        ["operations in the partition", partition.get("ops")],
-        ["longest linearizable prefix", f"{len(example.get('prefix') or [])} ops"],
-        ["model state after it", example.get("state")],
-        ["cannot linearize", stuck_text],
+        ("history", source or "history.jsonl"),
+        ("partition", "the whole history" if where is None else where),
+        ("operations in the partition", partition.get("ops")),
+        ("longest linearizable prefix", f"{len(example.get('prefix') or [])} ops"),
+        ("model state after it", example.get("state")),
+        ("cannot linearize", stuck_text),
     ])
     chosen = []
     for index, role in sorted(roles.items()):

@@ -75,8 +75,9 @@ def _verdict(facts_: Mapping[str, Any] | None, status: str) -> Markup:
     if status != "stored" or not facts_:
         return element("span", status, class_="verdict-none")
     valid = facts_.get("valid")
-    css, label = {True: ("valid", "valid"), False: ("invalid", "INVALID")}.get(
-        valid, ("unknown", "unknown") if valid == "unknown" else ("none", "no results"))
+    labels: dict[object, tuple[str, str]] = {
+        True: ("valid", "valid"), False: ("invalid", "INVALID"), "unknown": ("unknown", "unknown")}
+    css, label = labels.get(valid, ("none", "no results"))
     return element("span", label, class_=f"verdict-{css}")
 
 

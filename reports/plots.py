@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from matplotlib.artist import Artist
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
@@ -109,10 +110,10 @@ def _save(figure: Figure, out: Path, name: str, title: str, caption: str) -> Plo
     return Plot(name, title, caption)
 
 
-def _shade(axes: Sequence[Any], periods: Sequence[NemesisPeriod], end: float) -> list[Any]:
+def _shade(axes: Sequence[Any], periods: Sequence[NemesisPeriod], end: float) -> list[Artist]:
     """Shade nemesis periods on every axis; returns legend handles, one per fault."""
     colors: dict[str, str] = {}
-    handles = []
+    handles: list[Artist] = []
     for period in periods:
         name = period.name
         if name not in colors:
@@ -132,7 +133,7 @@ def _shade(axes: Sequence[Any], periods: Sequence[NemesisPeriod], end: float) ->
     return handles
 
 
-def _legend(ax: Any, extra: Sequence[Any] = ()) -> None:
+def _legend(ax: Any, extra: Sequence[Artist] = ()) -> None:
     handles, _ = ax.get_legend_handles_labels()
     seen, kept = set(), []
     for handle in [*handles, *extra]:
@@ -148,19 +149,24 @@ def _end_seconds(spans: Sequence[Span]) -> float:
     return max((s.end or s.start for s in spans), default=0) / NS
 
 
+def _finished(spans: Sequence[Span]) -> list[tuple[Span, int]]:
+    """The spans that completed, each with its end."""
+    return [(s, s.end) for s in spans if s.end is not None]
+
+
 # --- the plots --------------------------------------------------------------------------------
 
 def _latency_raw(spans: Sequence[Span], periods: Sequence[NemesisPeriod],
                  out: Path) -> Plot | None:
-    done = [s for s in spans if s.end is not None]
+    done = _finished(spans)
     if not done:
         return None
     figure, (ax,) = _figure()
     for status, color in STATUS_COLORS.items():
-        chosen = [s for s in done if s.status == status]
+        chosen = [(s, end) for s, end in done if s.status == status]
         if chosen:
-            ax.plot([s.start / NS for s in chosen],
-                    [max((s.end - s.start) / 1e6, 1e-3) for s in chosen],
+            ax.plot([s.start / NS for s, _ in chosen],
+                    [max((end - s.start) / 1e6, 1e-3) for s, end in chosen],
                     linestyle="none", marker=".", markersize=3, color=color, alpha=0.6,
                     label=f"{status} ({len(chosen)})", rasterized=True)
     faults = _shade([ax], periods, _end_seconds(spans))
@@ -191,11 +197,11 @@ def gapped(keys: np.ndarray, values: Sequence[float],
 
 def _latency_quantiles(spans: Sequence[Span], periods: Sequence[NemesisPeriod],
                        out: Path) -> Plot | None:
-    ok = [s for s in spans if s.status == "ok" and s.end is not None]
+    ok = [(s, end) for s, end in _finished(spans) if s.status == "ok"]
     if not ok:
         return None
-    buckets, width = _buckets(ok)
-    latency = np.array([(s.end - s.start) / 1e6 for s in ok])
+    buckets, width = _buckets([s for s, _ in ok])
+    latency = np.array([(end - s.start) / 1e6 for s, end in ok])
     order = np.argsort(buckets, kind="stable")
     keys, starts = np.unique(buckets[order], return_index=True)
     groups = np.split(latency[order], starts[1:])
@@ -214,7 +220,7 @@ def _latency_quantiles(spans: Sequence[Span], periods: Sequence[NemesisPeriod],
 
 
 def _rate(spans: Sequence[Span], periods: Sequence[NemesisPeriod], out: Path) -> Plot | None:
-    done = [s for s in spans if s.end is not None]
+    done = _finished(spans)
     if not done:
         return None
     figure, (ax,) = _figure()
@@ -224,7 +230,7 @@ def _rate(spans: Sequence[Span], periods: Sequence[NemesisPeriod], out: Path) ->
     if len(edges) < 2:
         edges = np.array([0.0, width])
     for status, color in STATUS_COLORS.items():
-        times = [s.end / NS for s in done if s.status == status]
+        times = [stop / NS for s, stop in done if s.status == status]
         if times:
             counts, _ = np.histogram(times, bins=edges)
             ax.step(edges[:-1], counts / width, where="post", color=color, linewidth=1.3,
@@ -245,7 +251,7 @@ def _witness_time(run_ops: Sequence[Op], indices: Sequence[int]) -> float | None
 
 
 def _anomaly_witnesses(results: dict[str, Any] | None, kinds: set[str]) -> list[dict]:
-    found = []
+    found: list[dict] = []
     for checker in ((results or {}).get("checkers") or {}).values():
         for kind, anomaly in (checker.get("anomalies") or {}).items():
             if kind in kinds:
@@ -257,8 +263,8 @@ def _offsets(run: Run, spans: Sequence[Span], periods: Sequence[NemesisPeriod],
              out: Path) -> Plot | None:
     by_key: dict[str, tuple[list[float], list[int]]] = defaultdict(lambda: ([], []))
     for span in spans:
-        if span.status != "ok" or span.complete is None or not isinstance(span.complete.value,
-                                                                            list):
+        if (span.status != "ok" or span.end is None or span.complete is None
+                or not isinstance(span.complete.value, list)):
             continue
         for micro in span.complete.value:
             if (isinstance(micro, list) and len(micro) == 3 and micro[0] == "send"
@@ -309,14 +315,15 @@ def _event_seconds(run: Run, events: Sequence[ControllerEvent]) -> tuple[list[fl
 
 
 def _leaders(run: Run, periods: Sequence[NemesisPeriod], out: Path) -> Plot | None:
-    events = [e for e in run.events if e.topic is not None and e.partition is not None
+    placed = [((e.topic, e.partition), e) for e in run.events
+              if e.topic is not None and e.partition is not None
               and (e.new_leader is not None or e.isr is not None)]
-    if not events:
+    if not placed:
         return None
-    seconds, xlabel = _event_seconds(run, events)
+    seconds, xlabel = _event_seconds(run, [e for _, e in placed])
     series: dict[tuple[str, int], list[tuple[float, ControllerEvent]]] = defaultdict(list)
-    for when, event in zip(seconds, events, strict=True):
-        series[(event.topic, event.partition)].append((when, event))
+    for when, (tp, event) in zip(seconds, placed, strict=True):
+        series[tp].append((when, event))
     end = max(max(seconds), max((op.time for op in run.ops), default=0) / NS)
     figure, (leaders, isr) = _figure(rows=2)
     unclean = []

@@ -261,7 +261,7 @@ class _Page:
 
     def _losses(self) -> Markup:
         losses: dict[tuple[str, str], dict[str, Any]] = {}
-        attributed: dict[tuple[str, str], tuple[str, dict[str, Any]]] = {}
+        attributed: dict[tuple[str, str], tuple[str, Mapping[str, Any]]] = {}
         total = 0
         for checker in self.checkers.values():
             for kind, anomaly in (checker.get("anomalies") or {}).items():
@@ -454,7 +454,7 @@ def _internal_failovers(topic: str, changes: Sequence[Mapping[str, Any]]) -> lis
 
 
 def _verdict_cell(valid: Any) -> Markup:
-    css, text = VERDICTS.get(valid if valid in (True, False, None) else "unknown")
+    css, text = VERDICTS[valid if valid in (True, False, None) else "unknown"]
     return element("span", text, class_=f"verdict-{css}")
 
 

@@ -23,7 +23,9 @@ def headline(results: Mapping[str, Any] | None) -> str:
         return "NO VERDICT: the checkers did not run (no results.json)"
     checkers = {name: body for name, body in (results.get("checkers") or {}).items()
                 if isinstance(body, Mapping)}
-    failing, allowed, because = {}, {}, []
+    failing: dict[str, int] = {}
+    allowed: dict[str, int] = {}
+    because: list[str] = []
     for body in checkers.values():
         tolerated = set(body.get("allowed") or [])
         for kind, anomaly in (body.get("anomalies") or {}).items():

@@ -1,5 +1,6 @@
 """Shared fixtures (a ZooKeeper and a Spark session per test session, on loopback) and the
-hooks of tests/support: a test's needs of the machine, the fast tier's promise."""
+hooks of tests/support: a test's needs of the machine, the fast tier's promise; property
+tests unmeasured by coverage."""
 
 from __future__ import annotations
 
@@ -49,3 +50,11 @@ def pytest_runtest_makereport(item, call):
     if (why := tiers.refusal(item.nodeid)) and not report.failed:
         report.outcome, report.longrepr = "failed", why
     return report
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Property-based tests (hypothesis) run without coverage: they repeat the paths the
+    example tests cover, thousands of times, at twice the CPU under coverage's tracer."""
+    for item in items:
+        if hasattr(getattr(item, "obj", None), "hypothesis"):
+            item.add_marker(pytest.mark.no_cover)

@@ -108,7 +108,13 @@ class _Reader:
     def int64(self) -> int:
         return self._take(">q")
 
-    def string(self) -> str | None:
+    def string(self) -> str:
+        value = self.nullable_string()
+        if value is None:
+            raise ValueError("null where the control-plane frame needs a string")
+        return value
+
+    def nullable_string(self) -> str | None:
         size = self.int16()
         if size < 0:
             return None
@@ -159,7 +165,7 @@ def _write_broker(w: _Writer, b: BrokerEndpoint) -> None:
 
 
 def _read_broker(r: _Reader) -> BrokerEndpoint:
-    return BrokerEndpoint(r.int32(), r.string(), r.int32(), r.string())
+    return BrokerEndpoint(r.int32(), r.string(), r.int32(), r.nullable_string())
 
 
 def _write_partitions(w: _Writer, partitions, errors: dict | None = None) -> None:
@@ -214,7 +220,7 @@ def decode_request(frame: bytes) -> tuple[int, Request]:
     """(correlation_id, request) from a frame without its size prefix; ValueError if bad."""
     r = _Reader(frame)
     key, api_version, correlation_id = r.int16(), r.int16(), r.int32()
-    r.string()
+    r.nullable_string()
     if api_version != API_VERSION:
         raise ValueError(f"unsupported control-plane api_version {api_version}")
     if key == CONTROLLED_SHUTDOWN:
@@ -256,7 +262,7 @@ def decode_response(key: int, frame: bytes) -> tuple[int, Response]:
     if key == CONTROLLED_SHUTDOWN:
         remaining = tuple((r.string(), r.int32()) for _ in range(r.count()))
         return r.done((correlation_id, ControlledShutdownResponse(error_code, remaining)))
-    errors = {}
+    errors: dict[tuple[str, int], int] = {}
     for _ in range(r.count()):
         topic, partition = r.string(), r.int32()
         errors[(topic, partition)] = r.int16()

@@ -136,6 +136,8 @@ async def request_controlled_shutdown(host: str, port: int, broker_id: int, brok
             _, response = decode_response(CONTROLLED_SHUTDOWN, await read_frame(reader))
         finally:
             writer.close()
+    if not isinstance(response, ControlledShutdownResponse):
+        raise ValueError(f"a {type(response).__name__} in answer to ControlledShutdown")
     return response.error_code, list(response.remaining)
 
 

@@ -30,7 +30,7 @@ def broker_order(brokers: list[tuple[int, str | None]]) -> list[int]:
     for broker_id, rack in sorted(brokers):
         by_rack[rack or ""].append(broker_id)
     racks = [by_rack[name] for name in sorted(by_rack)]
-    order = []
+    order: list[int] = []
     for round_ in range(max(len(ids) for ids in racks)):
         order.extend(ids[round_] for ids in racks if round_ < len(ids))
     return order

@@ -6,7 +6,7 @@ event task touches it, so it has no locks.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 
 from broker.controller.state_machines import (
     PartitionState,
@@ -77,4 +77,6 @@ class ControllerContext:
 
     def reset(self) -> None:
         """Forget everything (on resignation)."""
-        self.__init__()
+        fresh = ControllerContext()
+        for name in (f.name for f in fields(self)):
+            setattr(self, name, getattr(fresh, name))

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from dataclasses import dataclass
 from pathlib import Path
 
 from kazoo.client import KazooClient, KazooState
@@ -44,7 +45,7 @@ from broker.controller.events import (
     TopicChange,
     TopicDeletion,
 )
-from broker.controller.partitions import PartitionOps, bind_zk
+from broker.controller.partitions import PartitionOps, ZkCall, bind_zk
 from broker.controller.requests import RequestBatch
 from broker.controller.state_machines import PartitionState, ReplicaState
 
@@ -54,6 +55,16 @@ log = logging.getLogger(__name__)
 
 BROKER_NOT_AVAILABLE = 8
 STALE_BROKER_EPOCH = 77
+
+
+@dataclass(frozen=True)
+class Tenure:
+    """What an active controller holds, from its failover to its resignation."""
+
+    channel: ControllerChannel
+    batch: RequestBatch
+    ops: PartitionOps
+    admin: AdminOps
 
 
 class Controller:
@@ -67,24 +78,43 @@ class Controller:
         self.event_log = EventLog(event_log_path, broker_id)
         self.events = EventManager(self.process, f"controller-{broker_id}")
         self.ctx = ControllerContext()
-        self.is_active = False
         self.epoch = 0
         self.active_controller_id: int | None = None
-        self.channel: ControllerChannel | None = None
-        self.batch: RequestBatch | None = None
-        self.ops: PartitionOps | None = None
-        self.admin: AdminOps | None = None
-        self._zk = None
+        self.tenure: Tenure | None = None
+        self._zk_call: ZkCall | None = None
         self._generation = 0
         self._session_lost = False
         self._stopped = False
         self._rebalance_task: asyncio.Task | None = None
 
+    @property
+    def is_active(self) -> bool:
+        return self.tenure is not None
+
+    @property
+    def _active(self) -> Tenure:
+        """The tenure of an event handler that runs only while this controller is active."""
+        if self.tenure is None:
+            raise RuntimeError(f"controller {self.broker_id} is not the active controller")
+        return self.tenure
+
+    @property
+    def _zk(self) -> ZkCall:
+        if self._zk_call is None:
+            raise RuntimeError(f"controller {self.broker_id} is not started")
+        return self._zk_call
+
+    @property
+    def _loop(self) -> asyncio.AbstractEventLoop:
+        if self.loop is None:
+            raise RuntimeError(f"controller {self.broker_id} is not started")
+        return self.loop
+
     # -- lifecycle -------------------------------------------------------------------------
 
     async def start(self) -> None:
         self.loop = self.loop or asyncio.get_running_loop()
-        self._zk = bind_zk(self.zk, self.loop.run_in_executor)
+        self._zk_call = bind_zk(self.zk, self.loop.run_in_executor)
         self.zk.add_listener(self._on_session_state)
         self.events.start()
         self.events.put(Startup())
@@ -144,22 +174,22 @@ class Controller:
                 case PartitionModifications(topic):
                     await self._on_partition_modifications(topic)
                 case TopicDeletion():
-                    await self.admin.delete_topics()
+                    await self._active.admin.delete_topics()
                 case IsrChangeNotification():
                     await self._on_isr_change()
                 case PartitionReassignment():
-                    await self.admin.reassign()
+                    await self._active.admin.reassign()
                 case PreferredReplicaElection():
-                    await self.admin.preferred_election()
+                    await self._active.admin.preferred_election()
                 case AutoPreferredReplicaLeaderElection():
-                    await self.admin.auto_rebalance()
+                    await self._active.admin.auto_rebalance()
                 case ControlledShutdown(broker_id, broker_epoch, answer):
                     result = await self._on_controlled_shutdown(broker_id, broker_epoch)
-                    self.batch.send()
+                    self._active.batch.send()
                     if not answer.done():
                         answer.set_result(result)
-            if self.is_active:
-                self.batch.send()
+            if self.tenure is not None:
+                self.tenure.batch.send()
         except (ConnectionClosedError, SessionExpiredError, RetryFailedError) as exc:
             log.warning("controller %d: ZooKeeper unavailable while processing %s: %r",
                         self.broker_id, event.name, exc)
@@ -183,7 +213,7 @@ class Controller:
             self.events.put_threadsafe(event)
             return None
 
-        await self.loop.run_in_executor(None, lambda: kind(self.zk, path, fire))
+        await self._loop.run_in_executor(None, lambda: kind(self.zk, path, fire))
 
     # -- election and failover -------------------------------------------------------------
 
@@ -224,15 +254,15 @@ class Controller:
 
     async def _on_failover(self, epoch_version: int) -> None:
         self._generation += 1
-        self.is_active = True
         ctx = self.ctx
         ctx.reset()
         ctx.epoch, ctx.epoch_zk_version = self.epoch, epoch_version
-        self.channel = ControllerChannel(request_timeout=self.config.request_timeout_seconds)
-        self.batch = RequestBatch(self.broker_id, ctx, self.channel)
-        self.ops = PartitionOps(ctx, self._zk, self.batch, self.event_log,
-                                self.config.unclean_leader_election_enable)
-        self.admin = AdminOps(ctx, self._zk, self.batch, self.ops, self.event_log, self.config)
+        channel = ControllerChannel(request_timeout=self.config.request_timeout_seconds)
+        batch = RequestBatch(self.broker_id, ctx, channel)
+        ops = PartitionOps(ctx, self._zk, batch, self.event_log,
+                           self.config.unclean_leader_election_enable)
+        admin = AdminOps(ctx, self._zk, batch, ops, self.event_log, self.config)
+        self.tenure = Tenure(channel, batch, ops, admin)
         self.event_log.write("become-controller", self.epoch)
         for kind, path, event in (
                 (ChildrenWatch, zkl.BROKER_IDS, BrokerChange()),
@@ -258,31 +288,28 @@ class Controller:
             for replica in ctx.assignments[tp]:
                 ctx.replica_states.set((*tp, replica), ReplicaState.ONLINE
                                        if replica in ctx.live_ids else ReplicaState.OFFLINE)
-        self.batch.update_metadata(ctx.live_brokers)
+        batch.update_metadata(ctx.live_brokers)
         for tp in ctx.leadership:
-            self.batch.leader_and_isr(ctx.assignments[tp], tp)
+            batch.leader_and_isr(ctx.assignments[tp], tp)
         await self._trigger_online()
-        await self.admin.reassign()
-        await self.admin.preferred_election()
-        self.batch.send()
+        await admin.reassign()
+        await admin.preferred_election()
+        batch.send()
         if self.config.auto_leader_rebalance_enable:
-            self._rebalance_task = self.loop.create_task(self._rebalance_timer())
+            self._rebalance_task = self._loop.create_task(self._rebalance_timer())
 
     async def _resign(self) -> None:
         """Stop acting as controller (idempotent): watches lapse, timers and links close."""
-        was_active = self.is_active
+        tenure, self.tenure = self.tenure, None
         self._generation += 1
-        self.is_active = False
         if self._rebalance_task is not None:
             self._rebalance_task.cancel()
             self._rebalance_task = None
         self.ctx.reset()
-        if was_active:
+        if tenure is not None:
             self.event_log.write("resign", self.epoch)
             log.info("broker %d resigned as controller (epoch %d)", self.broker_id, self.epoch)
-        channel, self.channel = self.channel, None
-        if channel is not None:
-            await channel.close()
+            await tenure.channel.close()
 
     async def _rebalance_timer(self) -> None:
         while True:
@@ -294,14 +321,14 @@ class Controller:
     def _add_broker(self, reg: zkl.BrokerRegistration, broker_epoch: int) -> None:
         self.ctx.live_brokers[reg.broker_id] = reg
         self.ctx.broker_epochs[reg.broker_id] = broker_epoch
-        self.channel.add_broker(BrokerEndpoint(reg.broker_id, reg.control_host,
-                                               reg.control_port, reg.rack))
+        self._active.channel.add_broker(BrokerEndpoint(reg.broker_id, reg.control_host,
+                                                       reg.control_port, reg.rack))
 
     def _remove_broker(self, broker_id: int) -> None:
         self.ctx.live_brokers.pop(broker_id, None)
         self.ctx.broker_epochs.pop(broker_id, None)
         self.ctx.shutting_down.discard(broker_id)
-        self.channel.remove_broker(broker_id)
+        self._active.channel.remove_broker(broker_id)
 
     async def _load_topic(self, topic: str) -> list[TopicPartition]:
         """Read a topic's assignment and partition states; watch it for added partitions."""
@@ -317,7 +344,7 @@ class Controller:
         for partition, replicas in sorted(assignment.items()):
             tp = (topic, partition)
             self.ctx.assignments[tp] = replicas
-            await self.ops.refresh(tp)
+            await self._active.ops.refresh(tp)
             tps.append(tp)
         return tps
 
@@ -331,7 +358,7 @@ class Controller:
         ctx.partition_states.transition(fresh, PartitionState.NEW)
         ctx.replica_states.transition(
             [(*tp, r) for tp in fresh for r in ctx.assignments[tp]], ReplicaState.NEW)
-        await self.ops.initialize(fresh)
+        await self._active.ops.initialize(fresh)
 
     async def _trigger_online(self) -> None:
         """Kafka's triggerOnlinePartitionStateChange: New and Offline partitions go online."""
@@ -341,8 +368,8 @@ class Controller:
                if tp[0] not in deleting]
         offline = [tp for tp in ctx.partition_states.keys_in(PartitionState.OFFLINE)
                    if tp[0] not in deleting]
-        await self.ops.initialize(sorted(new))
-        await self.ops.elect(sorted(offline), Selector.OFFLINE)
+        await self._active.ops.initialize(sorted(new))
+        await self._active.ops.elect(sorted(offline), Selector.OFFLINE)
 
     # -- event handlers --------------------------------------------------------------------
 
@@ -365,7 +392,7 @@ class Controller:
             self._add_broker(*current[broker_id])
         if new | bounced:
             await self._on_broker_startup(new | bounced)
-        self.batch.update_metadata(ctx.live_brokers)
+        self._active.batch.update_metadata(ctx.live_brokers)
 
     async def _on_broker_failure(self, dead: set[int]) -> None:
         """Kafka's onReplicasBecomeOffline: partitions they led go offline and are elected
@@ -378,7 +405,7 @@ class Controller:
             tps = ctx.partitions_on({broker_id})
             ctx.replica_states.transition([(*tp, broker_id) for tp in tps],
                                           ReplicaState.OFFLINE)
-            await self.ops.remove_from_isr(tps, broker_id)
+            await self._active.ops.remove_from_isr(tps, broker_id)
 
     async def _on_broker_startup(self, started: set[int]) -> None:
         ctx = self.ctx
@@ -386,12 +413,12 @@ class Controller:
             replicas = [r for r in ctx.assignments[tp] if r in started]
             ctx.replica_states.transition([(*tp, r) for r in replicas], ReplicaState.ONLINE)
             if tp in ctx.leadership:
-                self.batch.leader_and_isr(replicas, tp)
-        self.batch.update_metadata(started)
+                self._active.batch.leader_and_isr(replicas, tp)
+        self._active.batch.update_metadata(started)
         await self._trigger_online()
         for tp, target in sorted(ctx.reassigning.items()):
             if started.intersection(target):
-                await self.admin.continue_reassignment(tp)
+                await self._active.admin.continue_reassignment(tp)
 
     async def _on_topic_change(self) -> None:
         ctx = self.ctx
@@ -419,16 +446,16 @@ class Controller:
         changed = sorted(tp for tp in await self._zk(zkl.read_isr_change_notifications)
                          if tp in ctx.assignments)
         for tp in changed:
-            current = await self.ops.refresh(tp)
+            current = await self._active.ops.refresh(tp)
             if current is not None:
                 state = current[0]
                 self.event_log.election("isr-change", ctx.epoch, tp[0], tp[1], None,
                                         state.leader, state.leader, state.leader_epoch,
                                         state.isr)
-        self.batch.update_metadata(ctx.live_brokers, changed)
+        self._active.batch.update_metadata(ctx.live_brokers, changed)
         for tp in changed:
             if tp in ctx.reassigning:
-                await self.admin.continue_reassignment(tp)
+                await self._active.admin.continue_reassignment(tp)
 
     async def _on_controlled_shutdown(self, broker_id: int,
                                       broker_epoch: int) -> tuple[int, list[tuple[str, int]]]:
@@ -444,13 +471,13 @@ class Controller:
         replicated = [tp for tp in ctx.partitions_on({broker_id})
                       if len(ctx.assignments[tp]) > 1 and tp in ctx.leadership]
         led = [tp for tp in replicated if ctx.leader_of(tp) == broker_id]
-        await self.ops.elect(led, Selector.CONTROLLED_SHUTDOWN)
+        await self._active.ops.elect(led, Selector.CONTROLLED_SHUTDOWN)
         for tp in replicated:
             if ctx.leader_of(tp) != broker_id:
                 ctx.replica_states.transition([(*tp, broker_id)], ReplicaState.OFFLINE)
-                self.batch.stop_replica([broker_id], tp, delete=False)
-                await self.ops.remove_from_isr([tp], broker_id)
-        self.batch.update_metadata(ctx.live_brokers)
+                self._active.batch.stop_replica([broker_id], tp, delete=False)
+                await self._active.ops.remove_from_isr([tp], broker_id)
+        self._active.batch.update_metadata(ctx.live_brokers)
         remaining = [tp for tp in ctx.partitions_led_by({broker_id})
                      if len(ctx.assignments[tp]) > 1]
         return NONE, remaining

@@ -15,13 +15,18 @@ from broker import event_log
 __all__ = ["EventLog"]
 
 
-class EventLog(event_log.EventLog):
+class EventLog:
+    """The node's event log, every line stamped with the controller's id and epoch."""
+
     def __init__(self, path: Path | None, controller_id: int) -> None:
-        super().__init__(path, controller_id=controller_id)
+        self._log = event_log.EventLog(path, controller_id=controller_id)
         self.controller_id = controller_id
 
     def write(self, event: str, controller_epoch: int, **fields: object) -> dict:
-        return super().write(event, controller_epoch=controller_epoch, **fields)
+        return self._log.write(event, controller_epoch=controller_epoch, **fields)
+
+    def close(self) -> None:
+        self._log.close()
 
     def election(self, event: str, controller_epoch: int, topic: str, partition: int,
                  selector: str | None, old_leader: int, new_leader: int, leader_epoch: int,

@@ -78,8 +78,8 @@ class RequestBatch:
 
     def send(self) -> None:
         ctx = self.ctx
-        for broker_id, partitions in self._leader_and_isr.items():
-            states = tuple(s for tp, is_new in sorted(partitions.items())
+        for broker_id, new_by_tp in self._leader_and_isr.items():
+            states = tuple(s for tp, is_new in sorted(new_by_tp.items())
                            if (s := self._state(tp, is_new)) is not None)
             leaders = tuple(self._endpoint(b) for b in sorted({s.leader for s in states})
                             if b in ctx.live_brokers)
@@ -88,17 +88,17 @@ class RequestBatch:
                     self.controller_id, ctx.epoch, ctx.broker_epochs.get(broker_id, -1),
                     states, leaders))
         if self._metadata_brokers:
-            partitions = ctx.leadership if self._metadata_all else self._metadata_partitions
-            states = tuple(s for tp in sorted(partitions) if (s := self._state(tp)) is not None)
+            described = ctx.leadership if self._metadata_all else self._metadata_partitions
+            states = tuple(s for tp in sorted(described) if (s := self._state(tp)) is not None)
             brokers = tuple(self._endpoint(b) for b in sorted(ctx.live_brokers))
             for broker_id in sorted(self._metadata_brokers):
                 self._enqueue(broker_id, UpdateMetadataRequest(
                     self.controller_id, ctx.epoch, ctx.broker_epochs.get(broker_id, -1),
                     states, brokers))
-        for (broker_id, delete), partitions in sorted(self._stop.items()):
+        for (broker_id, delete), stopped in sorted(self._stop.items()):
             self._enqueue(broker_id, StopReplicaRequest(
                 self.controller_id, ctx.epoch, ctx.broker_epochs.get(broker_id, -1), delete,
-                tuple(sorted(partitions))))
+                tuple(sorted(stopped))))
         self._clear()
 
     def _enqueue(self, broker_id: int, request) -> None:

@@ -95,6 +95,8 @@ class GroupCoordinator(PartitionOwner):
     partition_field = "offsets_partition"
     epoch_field = "leader_epoch"
 
+    store: OffsetsLog
+
     def __init__(
         self,
         broker_id: int,
@@ -192,7 +194,7 @@ class GroupCoordinator(PartitionOwner):
         member_id = f"{request.client_id}-{uuid.uuid4()}"
         instance = request.group_instance_id
         if instance is not None and instance in group.static_members:
-            return await self._replace_static_member(group, request, member_id)
+            return await self._replace_static_member(group, request, instance, member_id)
         if request.require_known_member_id and instance is None:
             group.pending_members.add(member_id)
             asyncio.get_running_loop().call_later(
@@ -240,11 +242,11 @@ class GroupCoordinator(PartitionOwner):
             self._prepare_rebalance(group, trigger)
         return await member.join
 
-    async def _replace_static_member(self, group: Group, request: JoinRequest,
+    async def _replace_static_member(self, group: Group, request: JoinRequest, instance: str,
                                      member_id: str) -> JoinResult:
         """A static member came back under a new member id: the old id is fenced, and a
         Stable group whose member's protocols did not change keeps its assignment."""
-        old = group.members[group.static_members[request.group_instance_id]]
+        old = group.members[group.static_members[instance]]
         was_leader = group.leader_id == old.member_id
         group.remove(old.member_id)
         _finish(old.join, JoinResult(ErrorCode.FENCED_INSTANCE_ID, old.member_id))
@@ -274,8 +276,10 @@ class GroupCoordinator(PartitionOwner):
     def _join_result(self, group: Group, member: Member) -> JoinResult:
         members = []
         if member.member_id == group.leader_id:
+            protocol = group.protocol
+            assert protocol is not None, "a group whose join completed has chosen a protocol"
             members = [
-                (m.member_id, m.group_instance_id, m.metadata_for(group.protocol))
+                (m.member_id, m.group_instance_id, m.metadata_for(protocol))
                 for m in group.members.values()
             ]
         return JoinResult(
@@ -478,7 +482,7 @@ class GroupCoordinator(PartitionOwner):
         group = self.groups.get(group_id)
         if group is None:
             return ErrorCode.NONE, [ErrorCode.UNKNOWN_MEMBER_ID] * len(leaving)
-        codes = []
+        codes: list[int] = []
         for member_id, instance_id in leaving:
             if instance_id is not None and not member_id:
                 member_id = group.static_members.get(instance_id, "")
@@ -564,7 +568,8 @@ class GroupCoordinator(PartitionOwner):
             return ErrorCode.GROUP_ID_NOT_FOUND
         if group.state is not EMPTY:
             return ErrorCode.NON_EMPTY_GROUP
-        tombstones = [(offset_key(group_id, *key), None) for key in group.offsets]
+        tombstones: list[tuple[bytes, bytes | None]] = [
+            (offset_key(group_id, *key), None) for key in group.offsets]
         tombstones.append((group_key(group_id), None))
         code = await self.store.append(self.partition_of(group_id), tombstones)
         if code:

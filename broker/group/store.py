@@ -103,7 +103,8 @@ class LoadedPartition:
         if record.offset is None:
             self.offsets.get(record.group, {}).pop(key, None)
             return
-        self.offsets.setdefault(record.group, {})[key] = _committed(record, log_offset)
+        self.offsets.setdefault(record.group, {})[key] = _committed(record.offset, record,
+                                                                  log_offset)
 
     def apply_batch(self, batch: LogBatch) -> None:
         if batch.is_control:
@@ -122,7 +123,7 @@ class LoadedPartition:
         if record.offset is None:
             offsets.pop(key, None)
         else:
-            offsets[key] = _committed(record, log_offset)
+            offsets[key] = _committed(record.offset, record, log_offset)
 
     def _complete(self, producer_id: int, commit: bool) -> None:
         ended = self.pending.pop(producer_id, {})
@@ -145,8 +146,9 @@ class LoadedPartition:
                 | pending)
 
 
-def _committed(record: OffsetRecord, log_offset: int) -> CommittedOffset:
-    return CommittedOffset(record.offset, record.leader_epoch, record.metadata,
+def _committed(offset: int, record: OffsetRecord, log_offset: int) -> CommittedOffset:
+    """The committed `offset` of a record that is not a tombstone."""
+    return CommittedOffset(offset, record.leader_epoch, record.metadata,
                            record.commit_timestamp, log_offset)
 
 

@@ -349,7 +349,7 @@ class ReplicaManager:
         return ErrorCode.NONE
 
     async def stop_replica(self, request: StopReplicaRequest) -> dict[tuple[str, int], int]:
-        errors = {}
+        errors: dict[tuple[str, int], int] = {}
         for key in request.partitions:
             self.fetchers.remove(key)
             self._leadership(key, None)

@@ -25,6 +25,7 @@ from kafka.protocol.consumer import (
 from kafka.protocol.metadata import FindCoordinatorResponse
 from kafka.protocol.producer import TxnOffsetCommitResponse
 
+from broker.control_plane import BrokerEndpoint
 from broker.errors import ErrorCode
 from broker.group.coordinator import JoinRequest
 from broker.group.offsets import OffsetCommit, TxnOffsetCommit
@@ -59,7 +60,7 @@ async def handle_find_coordinator(context, request, version: int, header):
     keys = request.coordinator_keys if version >= 4 else [request.key]
     key_type = request.key_type if version >= 1 else GROUP_KEY_TYPE
     topics = {GROUP_KEY_TYPE: context.offsets_topic, TRANSACTION_KEY_TYPE: context.txn_topic}
-    found = []
+    found: list[tuple[str, int, str | None, BrokerEndpoint | None]] = []
     for key in keys:
         if key_type not in topics or (key_type == TRANSACTION_KEY_TYPE and not key):
             found.append((key, ErrorCode.INVALID_REQUEST, f"no coordinator for key type "

@@ -23,6 +23,7 @@ from kafka.protocol.admin import (
     ListGroupsRequest,
     ListGroupsResponse,
 )
+from kafka.protocol.api_message import ApiMessage
 from kafka.protocol.consumer import (
     FetchRequest,
     FetchResponse,
@@ -87,8 +88,8 @@ API_VERSIONS_KEY = 18
 @dataclass(frozen=True)
 class Api:
     key: int
-    request: type
-    response: type
+    request: type[ApiMessage]
+    response: type[ApiMessage]
     min_version: int
     max_version: int
 

@@ -37,6 +37,7 @@ class TcpServer:
     async def _connection(self, reader: asyncio.StreamReader,
                           writer: asyncio.StreamWriter) -> None:
         task = asyncio.current_task()
+        assert task is not None, "asyncio runs each connection callback in a task of its own"
         self._connections.add(task)
         try:
             await self._serve(reader, writer)

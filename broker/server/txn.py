@@ -45,6 +45,7 @@ async def handle_add_partitions_to_txn(context, request, version: int, header):
     wanted = [(topic.name, index) for topic in request.v3_and_below_topics
               for index in topic.partitions]
     unknown = {key for key in wanted if context.replicas.metadata.partition(*key) is None}
+    codes: dict[tuple[str, int], int]
     if unknown:
         codes = {key: ErrorCode.UNKNOWN_TOPIC_OR_PARTITION if key in unknown
                  else ErrorCode.OPERATION_NOT_ATTEMPTED for key in wanted}

@@ -130,8 +130,8 @@ class PartitionLog:
         for path in directory.iterdir():
             if path.suffix in STRAY_SUFFIXES:
                 path.unlink()
-            elif path.suffix == ".log" and parse_base_offset(path.name) is not None:
-                bases.add(parse_base_offset(path.name))
+            elif path.suffix == ".log" and (base := parse_base_offset(path.name)) is not None:
+                bases.add(base)
         for path in [*directory.glob("*.index"), *directory.glob("*.txnindex")]:
             if parse_base_offset(path.name) not in bases:
                 path.unlink()

@@ -78,6 +78,7 @@ class TransactionCoordinator(PartitionOwner):
     partition_field = "txn_partition"
     epoch_field = "coordinator_epoch"
     reload_on_new_epoch = True
+    store: TxnLog
 
     def __init__(self, broker_id: int, store: TxnLog, markers: MarkerWriter,
                  partition_of: Callable[[str], int], offsets_partition_of: Callable[[str], int],

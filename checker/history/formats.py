@@ -193,7 +193,7 @@ def _etcd_ops(source: str) -> Iterator[tuple[int, Op]]:
     renamed: dict[int, int] = {}
     for index, (number, logged, kind, f, value) in enumerate(lines):
         process = renamed.get(logged, logged)
-        extra = {} if process == logged else {"source_process": logged}
+        extra: dict[str, Any] = {} if process == logged else {"source_process": logged}
         if value == _TIMED_OUT or kind == "info":
             if value == _TIMED_OUT:
                 value = None
@@ -388,7 +388,7 @@ def _map_key(key: Any, int_keys: bool) -> str | int:
     if isinstance(key, str) or (int_keys and isinstance(key, int) and not isinstance(key, bool)):
         return key
     if isinstance(key, edn_format.Keyword | edn_format.Symbol):
-        return key.name
+        return str(key.name)
     try:
         return json.dumps(_plain(key), sort_keys=True)
     except TypeError:
@@ -400,7 +400,7 @@ def _field_name(source: str, number: int, key: Any) -> str:
     if isinstance(key, str):
         return key
     if isinstance(key, edn_format.Keyword | edn_format.Symbol):
-        return key.name
+        return str(key.name)
     raise HistoryError(source, number, f"op field names must be keywords, got {_edn_text(key)}")
 
 

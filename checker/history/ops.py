@@ -23,7 +23,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
-from typing import Any, Literal, TextIO, get_args
+from typing import Any, Literal, TextIO, TypeGuard, get_args
 
 from checker.history.errors import HistoryError
 
@@ -124,6 +124,10 @@ def _is_int(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
+def _is_op_type(kind: str) -> TypeGuard[OpType]:
+    return kind in OP_TYPES
+
+
 def op_from_json(obj: Any, path: str, line: int) -> Op:
     """Build an Op from a decoded JSON object, checking fields and their types."""
     if not isinstance(obj, dict):
@@ -139,7 +143,7 @@ def op_from_json(obj: Any, path: str, line: int) -> Op:
         raise HistoryError(path, line, f"field 'time' must be an integer >= 0 (ns), got {when!r}")
     if not isinstance(kind, str):
         raise HistoryError(path, line, f"field 'type' must be a string, got {kind!r}")
-    if kind not in OP_TYPES:
+    if not _is_op_type(kind):
         raise HistoryError(
             path, line, f"unknown type {kind!r} (expected one of invoke, ok, fail, info)"
         )
@@ -428,6 +432,7 @@ def _operation(invoke: Op, done: Op | None) -> Operation:
             invoke.process, invoke.f, invoke.value, None, "info", invoke.time, None,
             invoke.index, None if done is None else done.index,
         )
+    assert done.type != "invoke", "a completion is never an invoke (pairing)"
     return Operation(
         invoke.process, invoke.f, invoke.value, done.value, done.type, invoke.time, done.time,
         invoke.index, done.index,

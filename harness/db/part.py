@@ -16,20 +16,17 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from harness.control.backends import BackendOptions
-from nemesis.capabilities import Offer
+from nemesis.capabilities import Nodes, Offer
 
 __all__ = ["DB", "DBContext", "DBKind", "RunningDB"]
 
 
-class RunningDB(Protocol):
-    """A system under test that is up."""
+class RunningDB(Nodes, Protocol):
+    """A system under test that is up: its nodes (`Nodes`), and whatever else of
+    `nemesis.capabilities` its `DB.offer` promised."""
 
     @property
     def prefix(self) -> str: ...
-    @property
-    def bootstrap_servers(self) -> str: ...
-    @property
-    def brokers(self) -> tuple[str, ...]: ...
     def facts(self) -> dict[str, Any]: ...
     def processes(self) -> dict[str, Any]: ...
     def collect_logs(self, dest: Path) -> list[Path]: ...

@@ -16,7 +16,6 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from harness.db import Cluster
-from harness.db.kafka.distribution import CACHE, DEFAULT_VERSION
 from harness.db.znodes import read_snapshot
 from harness.store import read_test
 from tests.support import requirements
