@@ -10,6 +10,13 @@ requests of the parent: such an entry rides on the reply to the next request, wi
 time it ran. Commit modes: `auto` sets `enable_auto_commit` (every second and on close);
 the others commit synchronously the offsets asked for.
 
+kafka-python (3.0.12) applies a JoinGroup's outcome only inside a `poll` waiting for it: a
+join that ends after its poll timed out is dropped, and the next poll joins again only if
+`need_rejoin()` still says so, which a leader that rejoined for a grown topic no longer
+does once it has assigned. Such a member would hold nothing with its heartbeat stopped
+until the coordinator drops it. So each revocation (a join starting) raises the rejoin
+flag, as the Java client does on a metadata change, and a dropped join is joined again.
+
 Commit outcomes: `CommitFailedError` and membership rejections (illegal generation,
 unknown member, rebalance in progress, fenced instance) are `fail`, nothing was
 written; anything else is `info`.
@@ -46,6 +53,7 @@ class _Listener(ConsumerRebalanceListener):
         self.member.record(assigned=assigned)
 
     def on_partitions_revoked(self, revoked: Any) -> None:
+        self.member.consumer._coordinator.request_rejoin()
         self.member.record(revoked=revoked)
 
     def on_partitions_lost(self, lost: Any) -> None:
