@@ -14,7 +14,8 @@ there); `step` must then accept an op wherever some state of the set does,
 and leave the set of what remains possible.
 
 Values follow Jepsen's conventions: register `read` (null at invoke, the value
-read at ok), `write` v, `cas` [from, to]; keyed ops carry [key, v]. The log
+read at ok), `write` v, `cas` [from, to]; keyed ops carry [key, v] (Jepsen's
+independent keys: each key a register of its own). The log
 model takes the queue workload's ops as a history holds them (docs/history-format.md:
 `send`, `poll`, `txn`) and checks each key as a linearizable Kafka
 partition; its specification, and the reduction that keeps it fast, are stated
@@ -26,7 +27,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Callable, Hashable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from checker.history import Operation
@@ -70,6 +71,25 @@ def _hashable(value: Any) -> Hashable:
     return tuple(_hashable(v) for v in value) if isinstance(value, list) else value
 
 
+def _keyed(value: Any) -> bool:
+    return isinstance(value, list) and len(value) == 2
+
+
+def partition_independent(ops: Sequence[Operation]) -> dict[Hashable, list[Operation]]:
+    """Jepsen's independent keys: when every op's value is [key, v] (a read's too), each key
+    is an object of its own, its ops carrying v alone; otherwise one object holds them all.
+    A single register's cas [from, to] is told apart by its reads and writes, whose values
+    are not pairs."""
+    if not ops or not all(_keyed(op.input) for op in ops):
+        return {None: list(ops)}
+    parts: dict[Hashable, list[Operation]] = defaultdict(list)
+    for op in ops:
+        key, value = op.input
+        output = op.output[1] if _keyed(op.output) and op.output[0] == key else op.output
+        parts[_hashable(key)].append(replace(op, input=_hashable(value), output=_hashable(output)))
+    return dict(parts)
+
+
 # --- register: read / write, initial value nil ----------------------------------------------
 
 
@@ -85,6 +105,7 @@ REGISTER = Model(
     name="register",
     init=lambda: None,
     step=_register_step,
+    partition=partition_independent,
     read_only=lambda f, value: f == "read",
 )
 
@@ -103,6 +124,7 @@ CAS_REGISTER = Model(
     name="cas-register",
     init=lambda: None,
     step=_cas_register_step,
+    partition=partition_independent,
     read_only=lambda f, value: f == "read",
 )
 

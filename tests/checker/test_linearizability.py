@@ -117,6 +117,23 @@ def test_a_failed_cas_did_not_happen():
     assert check_operations(CAS_REGISTER, ops).valid is False
 
 
+def test_independent_keys_are_registers_of_their_own():
+    keyed = [op(0, "write", ["x", 1], ["x", 1], 0, 1), op(1, "write", ["y", 2], ["y", 2], 0, 1),
+             op(2, "cas", ["y", [2, 3]], ["y", [2, 3]], 2, 3), op(3, "read", ["x", None],
+                                                                  ["x", 1], 4, 5)]
+    result = check_operations(CAS_REGISTER, keyed)
+    assert result.valid is True and [p.partition for p in result.partitions] == ["x", "y"]
+    stale = check_operations(CAS_REGISTER, [*keyed, op(4, "read", ["y", None], ["y", 2], 6, 7)],
+                             complete=True)
+    assert stale.valid is False
+    assert [p.partition for p in stale.partitions if p.valid is False] == ["y"]
+
+
+def test_jepsen_independent_keys_history_checks():
+    [result] = check_files([str(Path(__file__).parents[1] / "data" / "history" / "jepsen-kv.edn")])
+    assert (result.error, result.valid, result.partitions) == (None, True, 2)
+
+
 def _many_concurrent_appends(count: int) -> list[Operation]:
     appends = [op(i, "append", ["k", f"<{i}>"], None, 0, 100) for i in range(count)]
     return appends + [op(count, "get", ["k", None], ["k", "never"], 200, 201)]
