@@ -20,13 +20,16 @@ run: bootstrap
 # fails instead (tests/support/requirements.py).
 test test-unit: export KCHAOS_REQUIRE_ALL := 1
 
-# Coverage of the six packages in the pytest process (brokers and Spark workers that the tests
-# start as processes of their own are not measured): the total and the ten least-covered modules.
+# The fast tier on a test process per core, then the cluster and Spark tests one at a time (they
+# share a ZooKeeper and the machine's namespaces). Coverage of the six packages in the pytest
+# processes (brokers and Spark workers that the tests start as processes of their own are not
+# measured): the total and the ten least-covered modules.
 test: bootstrap
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/mypy
 	$(VENV)/bin/mkdocs build --strict --quiet --site-dir build/site
-	$(PY) -m pytest -q --cov --cov-report=
+	$(PY) -m pytest -q -n 2 -m "not cluster and not spark" --cov --cov-report=
+	$(PY) -m pytest -q -m "cluster or spark" --cov --cov-append --cov-report= --durations=20
 	@mkdir -p build && $(PY) -m coverage report > build/coverage.txt
 	@echo "least-covered modules (all of them: build/coverage.txt, make coverage-html):"
 	@head -n 12 build/coverage.txt
