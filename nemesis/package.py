@@ -69,7 +69,6 @@ __all__ = [
     "Composed",
     "Fault",
     "HealNemesis",
-    "KINDS",
     "NemesisOptions",
     "Package",
     "Schedule",
@@ -81,12 +80,65 @@ __all__ = [
 ]
 
 
+NemesisKind = Callable[[Firewall, random.Random, Consumers], Nemesis]
+
+
+def _partition(firewall: Firewall, rng: random.Random, consumers: Consumers) -> Nemesis:
+    return PartitionNemesis(firewall, rng, consumers)
+
+
+def _packet_loss(firewall: Firewall, rng: random.Random, consumers: Consumers) -> Nemesis:
+    return PacketLossNemesis(firewall)
+
+
+def _kill(firewall: Firewall, rng: random.Random, consumers: Consumers) -> Nemesis:
+    return KillNemesis(rng, consumers)
+
+
+def _restart(firewall: Firewall, rng: random.Random, consumers: Consumers) -> Nemesis:
+    return RestartNemesis(rng)
+
+
+def _pause(firewall: Firewall, rng: random.Random, consumers: Consumers) -> Nemesis:
+    return PauseNemesis(rng)
+
+
+def _pause_zookeeper(firewall: Firewall, rng: random.Random, consumers: Consumers) -> Nemesis:
+    return PauseZooKeeperNemesis(rng)
+
+
+def _expire_session(firewall: Firewall, rng: random.Random, consumers: Consumers) -> Nemesis:
+    return ExpireSessionNemesis(firewall, rng)
+
+
+def _pause_consumers(firewall: Firewall, rng: random.Random, consumers: Consumers) -> Nemesis:
+    return PauseConsumersNemesis(consumers, rng)
+
+
+def _add_partitions(firewall: Firewall, rng: random.Random, consumers: Consumers) -> Nemesis:
+    return AddPartitionsNemesis(consumers)
+
+
+def _targeted(firewall: Firewall, rng: random.Random, consumers: Consumers) -> Nemesis:
+    return TargetedNemesis(firewall, rng, consumers=consumers)
+
+
+def _crash_lose_unflushed(firewall: Firewall, rng: random.Random,
+                          consumers: Consumers) -> Nemesis:
+    return CrashLoseUnflushedNemesis(rng)
+
+
+def _vm(firewall: Firewall, rng: random.Random, consumers: Consumers) -> Nemesis:
+    return VMNemesis(rng)
+
+
 @dataclass(frozen=True)
 class Fault:
-    """A named fault: which nemesis kind does it, the op that starts it (with one of
-    `values`), the f that ends it, and the capabilities it needs of the db."""
+    """A named fault: the nemesis that does it (`kind` builds it; faults of one kind share
+    one), the op that starts it (with one of `values`), the f that ends it, and the
+    capabilities it needs of the db."""
 
-    kind: str
+    kind: NemesisKind
     start: str
     values: tuple[Any, ...]
     stop: str | None = None
@@ -106,46 +158,46 @@ _SHAPE_NEEDS: dict[str, tuple[type, ...]] = {
     "leader-from-followers": (HasLeaders,), "coordinator": (HasCoordinator,)}
 _TARGETED = (PartitionableNetwork, Killable, HasLeaders)
 FAULTS: dict[str, Fault] = {
-    **{name: Fault("partition", "start-partition", (shape,), "stop-partition",
+    **{name: Fault(_partition, "start-partition", (shape,), "stop-partition",
                    (PartitionableNetwork, *_SHAPE_NEEDS.get(shape, ())))
        for name, shape in _PARTITION.items()},
-    "packet-loss": Fault("packet-loss", "start-packet-loss", ({"probability": 0.2},),
+    "packet-loss": Fault(_packet_loss, "start-packet-loss", ({"probability": 0.2},),
                          "stop-packet-loss", (PartitionableNetwork,)),
-    "kill": Fault("kill", "kill", ("one",), "start", (Killable,)),
-    "kill-controller": Fault("kill", "kill", ("controller",), "start", (Killable, HasController)),
-    "kill-leader": Fault("kill", "kill", ("leader",), "start", (Killable, HasLeaders)),
-    "kill-all": Fault("kill", "kill", ("all",), "start", (Killable,)),
-    "kill-coordinator": Fault("kill", "kill", ("coordinator",), "start",
+    "kill": Fault(_kill, "kill", ("one",), "start", (Killable,)),
+    "kill-controller": Fault(_kill, "kill", ("controller",), "start", (Killable, HasController)),
+    "kill-leader": Fault(_kill, "kill", ("leader",), "start", (Killable, HasLeaders)),
+    "kill-all": Fault(_kill, "kill", ("all",), "start", (Killable,)),
+    "kill-coordinator": Fault(_kill, "kill", ("coordinator",), "start",
                               (Killable, HasCoordinator)),
-    "restart": Fault("restart", "restart", ("one", "controller", "leader"), None,
+    "restart": Fault(_restart, "restart", ("one", "controller", "leader"), None,
                      (Killable, HasController, HasLeaders)),
-    "pause": Fault("pause", "pause", ("one", "controller", "leader"), "resume",
+    "pause": Fault(_pause, "pause", ("one", "controller", "leader"), "resume",
                    (Pausable, HasController, HasLeaders)),
-    "pause-zookeeper": Fault("pause-zookeeper", "pause-zookeeper", ("leader", "majority"),
+    "pause-zookeeper": Fault(_pause_zookeeper, "pause-zookeeper", ("leader", "majority"),
                              "resume-zookeeper", (Pausable, HasZooKeeper)),
-    "expire-session": Fault("expire-session", "expire-session", ("one", "controller"), None,
+    "expire-session": Fault(_expire_session, "expire-session", ("one", "controller"), None,
                             (PartitionableNetwork, HasZooKeeper, HasController)),
-    "pause-consumers": Fault("pause-consumers", "start-pause-consumers", ("one", "some"),
+    "pause-consumers": Fault(_pause_consumers, "start-pause-consumers", ("one", "some"),
                              "stop-pause-consumers"),
-    "add-partitions": Fault("add-partitions", "add-partitions", (1, 2)),
-    "isolate-leader": Fault("partition", "start-partition", ("leader",), "stop-partition",
+    "add-partitions": Fault(_add_partitions, "add-partitions", (1, 2)),
+    "isolate-leader": Fault(_partition, "start-partition", ("leader",), "stop-partition",
                             (PartitionableNetwork, HasLeaders)),
-    "shrink-isr-kill-leader": Fault("targeted", "shrink-isr", ("kill",), "heal-targeted",
+    "shrink-isr-kill-leader": Fault(_targeted, "shrink-isr", ("kill",), "heal-targeted",
                                     _TARGETED),
-    "shrink-isr-isolate-leader": Fault("targeted", "shrink-isr", ("isolate",),
+    "shrink-isr-isolate-leader": Fault(_targeted, "shrink-isr", ("isolate",),
                                        "heal-targeted", _TARGETED),
-    "kill-new-leader": Fault("targeted", "kill-new-leader", ("leader",), "heal-targeted",
+    "kill-new-leader": Fault(_targeted, "kill-new-leader", ("leader",), "heal-targeted",
                              _TARGETED),
-    "strand-follower": Fault("targeted", "strand-follower", ("leader",), "heal-targeted",
+    "strand-follower": Fault(_targeted, "strand-follower", ("leader",), "heal-targeted",
                              _TARGETED),
-    "depose-coordinator": Fault("targeted", "depose-coordinator", ("coordinator",),
+    "depose-coordinator": Fault(_targeted, "depose-coordinator", ("coordinator",),
                                 "heal-targeted", (*_TARGETED, HasCoordinator)),
-    "crash-lose-unflushed": Fault("crash-lose-unflushed", "crash-lose-unflushed",
+    "crash-lose-unflushed": Fault(_crash_lose_unflushed, "crash-lose-unflushed",
                                   ("one", "leader", "replicas"), "power-on",
                                   (Killable, HasLeaders, LosesUnflushed)),
-    "crash-vm": Fault("vm", "crash-vm", ("one", "broker", "zookeeper"), "start-vm",
+    "crash-vm": Fault(_vm, "crash-vm", ("one", "broker", "zookeeper"), "start-vm",
                       (VMControl, Killable)),
-    "pause-vm": Fault("vm", "pause-vm", ("one", "broker", "zookeeper"), "resume-vm",
+    "pause-vm": Fault(_vm, "pause-vm", ("one", "broker", "zookeeper"), "resume-vm",
                       (VMControl,)),
 }
 GROUPS: dict[str, tuple[str, ...]] = {
@@ -303,21 +355,6 @@ def schedule_ops(faults: Sequence[str], seed: int, time_limit: float,
 
 # Each kind of fault: how to build its nemesis from the shared firewall, a seeded random
 # and the run's consumers.
-KINDS: dict[str, Callable[[Firewall, random.Random, Consumers], Nemesis]] = {
-    "partition": PartitionNemesis,
-    "packet-loss": lambda firewall, rng, consumers: PacketLossNemesis(firewall),
-    "kill": lambda firewall, rng, consumers: KillNemesis(rng, consumers),
-    "restart": lambda firewall, rng, consumers: RestartNemesis(rng),
-    "pause": lambda firewall, rng, consumers: PauseNemesis(rng),
-    "pause-zookeeper": lambda firewall, rng, consumers: PauseZooKeeperNemesis(rng),
-    "expire-session": lambda firewall, rng, consumers: ExpireSessionNemesis(firewall, rng),
-    "pause-consumers": lambda firewall, rng, consumers: PauseConsumersNemesis(consumers, rng),
-    "add-partitions": lambda firewall, rng, consumers: AddPartitionsNemesis(consumers),
-    "targeted": lambda firewall, rng, consumers: TargetedNemesis(firewall, rng,
-                                                                  consumers=consumers),
-    "crash-lose-unflushed": lambda firewall, rng, consumers: CrashLoseUnflushedNemesis(rng),
-    "vm": lambda firewall, rng, consumers: VMNemesis(rng),
-}
 
 
 def package(names: str | Iterable[str], seed: int = 0, time_limit: float = 60.0,
@@ -330,7 +367,7 @@ def package(names: str | Iterable[str], seed: int = 0, time_limit: float = 60.0,
     firewall = Firewall()
     consumers = Consumers(consumer_session_timeout)
     kinds = list(dict.fromkeys(FAULTS[name].kind for name in faults))
-    nemesis = compose([KINDS[kind](firewall, random.Random(rng.random()), consumers)
+    nemesis = compose([kind(firewall, random.Random(rng.random()), consumers)
                        for kind in kinds] + [HealNemesis(firewall)])
     stops = list(dict.fromkeys(FAULTS[n].stop for n in faults if FAULTS[n].stop))
     final = tuple(_op(f) for f in stops) + (_op("heal"),)
