@@ -105,9 +105,11 @@ class KeyedChecker(Protocol):
     """A checker that can be split by key: `split` the history into keyed parts, check one
     part anywhere (`check_key` is pure, and its part and answer are picklable, so a Spark
     executor can run it), and `merge` the parts' answers, in key order, into the Result
-    that `check` gives. `checker.spark` distributes any such checker key by key."""
+    that `check` gives. `checker.spark` distributes any such checker key by key, handing
+    `split` the history's validated JSONL lines (bytes) in place of its ops: a split that
+    only routes items to keys leaves the keys' parsing and work to the executors."""
 
-    def split(self, test: Mapping[str, Any], history: Sequence[Op],
+    def split(self, test: Mapping[str, Any], history: Sequence[Op | bytes],
               opts: Mapping[str, Any]) -> list[tuple[Hashable, Any]]: ...
 
     def check_key(self, test: Mapping[str, Any], key: Hashable, part: Any,

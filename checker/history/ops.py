@@ -21,7 +21,7 @@ import os
 import re
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal, TextIO, TypeGuard, get_args
 
@@ -41,15 +41,18 @@ __all__ = [
     "Operation",
     "SliceState",
     "SliceValidator",
+    "HistoryItem",
     "load_history",
     "nemesis_periods",
     "numbered_ops",
     "op_from_json",
     "op_from_line",
     "pair_operations",
+    "parsed_items",
     "read_history",
     "read_numbered_history",
     "write_edn",
+    "split_paired",
     "write_jsonl",
 ]
 
@@ -424,6 +427,50 @@ def pair_operations(ops: Iterable[Op], *, source: str = "<history>") -> list[Ope
         else:
             completions[open_at.pop(op.process)] = op
     return [_operation(invoke, done) for invoke, done in zip(invokes, completions, strict=True)]
+
+
+HistoryItem = Op | bytes
+
+
+def split_paired(history: Iterable[HistoryItem],
+                 keys_of: Callable[[Operation], Iterable[Hashable]]
+                 ) -> dict[Hashable, list[HistoryItem]]:
+    """The items of a history (ops, or their JSONL lines, already validated) that each key
+    needs: every client invocation and its completion, under each key `keys_of` gives for
+    the paired operation, in history order. `pair_operations(parsed_items(items))` of a
+    key's items gives the key's operations."""
+    entries: list[tuple[HistoryItem, tuple[Hashable, ...]]] = []
+    open_at: dict[int | str, tuple[Op, int]] = {}
+    for line, item in enumerate(history, 1):
+        if isinstance(item, bytes):
+            if not item.strip():
+                continue
+            op = op_from_line(item, "<history>", line)
+        else:
+            op = item
+        if op.process == NEMESIS:
+            continue
+        entries.append((item, ()))
+        if op.type == "invoke":
+            open_at[op.process] = (op, len(entries) - 1)
+            continue
+        invoke, at = open_at.pop(op.process)
+        keys = tuple(keys_of(_operation(invoke, op)))
+        entries[at] = (entries[at][0], keys)
+        entries[-1] = (item, keys)
+    for invoke, at in open_at.values():
+        entries[at] = (entries[at][0], tuple(keys_of(_operation(invoke, None))))
+    parts: dict[Hashable, list[HistoryItem]] = {}
+    for item, keys in entries:
+        for key in keys:
+            parts.setdefault(key, []).append(item)
+    return parts
+
+
+def parsed_items(items: Iterable[HistoryItem]) -> list[Op]:
+    """The ops of history items (ops, or their validated JSONL lines)."""
+    return [op_from_line(item, "<history>", 0) if isinstance(item, bytes) else item
+            for item in items]
 
 
 def _operation(invoke: Op, done: Op | None) -> Operation:

@@ -1,10 +1,11 @@
 """The linearizability checker of the composition: each key of a queue history as a log.
 
-`LinearizabilityChecker` is a `KeyedChecker` (checker.core). It pairs the
-history's ops, splits them with its model's `partition` (by default
-`checker.lin.models.LOG`, one Kafka partition per key: P-compositionality), runs
-the search of `checker.lin.search` on every key within the budget (on Spark, the
-keys in parallel), and returns a `Result` (docs/checkers.md, "Results"):
+`LinearizabilityChecker` is a `KeyedChecker` (checker.core). It routes the
+history's ops (or their JSONL lines) to the keys of its model's `partition` (by
+default `checker.lin.models.LOG`, one Kafka partition per key: P-compositionality);
+each key's ops are then paired, placed by the model and searched with
+`checker.lin.search` within the budget (on Spark, the keys in parallel, all of that
+work on the executors), and it returns a `Result` (docs/checkers.md, "Results"):
 
   valid       false when a key is not linearizable; "unknown" when a key's search
               ran out of budget (the reasons in `error`), never a guess; else true
@@ -65,7 +66,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from checker.core import Anomaly, Result, check_by_key, condense, merge_valid
-from checker.history import Op, Operation, pair_operations
+from checker.history import (
+    HistoryItem,
+    Op,
+    Operation,
+    pair_operations,
+    parsed_items,
+    split_paired,
+)
 from checker.lin.models import LOG, Model, Placed, Polled
 from checker.lin.search import Budget, PartitionResult, check_partition, partitions_of
 from checker.queue.analysis import promises_no_loss
@@ -84,7 +92,7 @@ BUDGET_CONFIGURATIONS = "linearizability_budget_configurations"
 PREFIX_TAIL = 3
 RECORDS_SHOWN = 4
 
-Partitions = list[tuple[Hashable, list[Operation]]]
+Partitions = list[tuple[Hashable, list[HistoryItem]]]
 KeyVerdict = tuple[PartitionResult, dict[str, Any] | None]
 
 
@@ -106,9 +114,10 @@ def budget_of(test: Mapping[str, Any], opts: Mapping[str, Any], default: Budget)
 class LinearizabilityChecker:
     """Checks every key (partition of `model`) of a history for linearizability.
 
-    A `KeyedChecker` (checker.core): `split` gives the keys' ops, `check_key` searches one
-    key (with its witness, if it is not linearizable), `merge` judges them all, so
-    `checker.spark` searches the keys on executors in parallel."""
+    A `KeyedChecker` (checker.core): `split` routes the history's items to the keys,
+    `check_key` pairs, places and searches one key (with its witness, if it is not
+    linearizable), `merge` judges them all, so `checker.spark` does each key's work on the
+    executors in parallel."""
 
     model: Model = LOG
     budget: Budget = field(default_factory=Budget)
@@ -117,19 +126,23 @@ class LinearizabilityChecker:
               opts: Mapping[str, Any]) -> Result:
         return check_by_key(self, test, history, opts)
 
-    def split(self, test: Mapping[str, Any], history: Sequence[Op],
+    def split(self, test: Mapping[str, Any], history: Sequence[HistoryItem],
               opts: Mapping[str, Any]) -> Partitions:
-        """The history's client ops paired and split into the model's partitions, by key."""
+        """The history's items (ops or JSONL lines) that each partition of the model needs,
+        by key: routed, not parsed further, so the keys' work is `check_key`'s."""
         budget_of(test, opts, self.budget)  # a bad budget fails before any key is searched
-        operations = pair_operations(history)
-        return sorted(partitions_of(self.model, operations).items(), key=lambda kv: repr(kv[0]))
+        parts = split_paired(history, lambda op: partitions_of(self.model, [op]))
+        return sorted(parts.items(), key=lambda kv: repr(kv[0]))
 
-    def check_key(self, test: Mapping[str, Any], key: Hashable, part: Sequence[Operation],
+    def check_key(self, test: Mapping[str, Any], key: Hashable, part: Sequence[HistoryItem],
                   opts: Mapping[str, Any]) -> KeyVerdict:
-        """One key's search within the budget, and its witness if it is not linearizable."""
-        result = check_partition(self.model, part, key=key,
+        """One key's ops paired and placed by the model, its search within the budget, and
+        its witness if it is not linearizable."""
+        operations = pair_operations(parsed_items(part))
+        ops = partitions_of(self.model, operations).get(key, [])
+        result = check_partition(self.model, ops, key=key,
                                  budget=budget_of(test, opts, self.budget))
-        witness = (_witness(self.model, result, part)
+        witness = (_witness(self.model, result, ops)
                    if result.valid is False and result.counterexample is not None else None)
         return result, witness
 

@@ -6,7 +6,8 @@ Queue histories (`check_history_on_spark`, or many at once with
 executors never open a driver's path), then the driver hands each history's
 analysis to every `AnalysisChecker` (queue, acks, elections, txn); every
 `KeyedChecker` (linearizability) is checked key by key on the executors
-(`checker.spark.keyed`), and any other checker (groups, transfer, availability)
+(`checker.spark.keyed`: the driver routes the history's unparsed lines to keys,
+the executors do the rest), and any other checker (groups, transfer, availability)
 runs on the driver with the loaded history, all at the same time.
 `check_histories` checks small histories in the calling process instead, unless a
 master is given (`IN_PROCESS_BYTES`).
@@ -216,6 +217,9 @@ def _run_checkers(session: Any, test: Mapping[str, Any], source: HistorySource,
     def history() -> list[Op]:
         return memo.get("history", lambda: _driver_history(session, source))
 
+    def lines() -> list[bytes]:
+        return memo.get("lines", lambda: _driver_lines(session, source))
+
     leaves = dict(_leaves(checkers))
     keyed = {path: c for path, c in leaves.items() if isinstance(c, KeyedChecker)}
     on_driver = {path: c for path, c in leaves.items()
@@ -224,7 +228,7 @@ def _run_checkers(session: Any, test: Mapping[str, Any], source: HistorySource,
     with ThreadPoolExecutor(max_workers=1 + len(on_driver),
                             thread_name_prefix="kchaos-checker") as pool:
         on_spark = pool.submit(lambda: check_keyed_on_spark(
-            session, test, history(), list(keyed.values()), opts)) if keyed else None
+            session, test, lines(), list(keyed.values()), opts)) if keyed else None
         driven = {path: pool.submit(lambda c=c: check_safe(
             c, test, history(), {**opts, "queue_analysis": analysis, "memo": memo}))
                   for path, c in on_driver.items()}
@@ -261,8 +265,16 @@ def _driver_history(session: Any, source: HistorySource) -> list[Op]:
     """The ops of a history on the driver: read from its path, or fetched through Spark."""
     if not is_shared(source):
         return load_history(source)
-    data = session.sparkContext.binaryFiles(source).values().first()
-    return [op for _, op in numbered_ops(data.split(b"\n"), source)]
+    return [op for _, op in numbered_ops(_driver_lines(session, source), source)]
+
+
+def _driver_lines(session: Any, source: HistorySource) -> list[bytes]:
+    """The lines of a history on the driver, unparsed: read from its path, or fetched
+    through Spark."""
+    if not is_shared(source):
+        return Path(source).read_bytes().split(b"\n")
+    data: bytes = session.sparkContext.binaryFiles(source).values().first()
+    return data.split(b"\n")
 
 
 __all__ = [

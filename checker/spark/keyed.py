@@ -1,6 +1,8 @@
 """Any `KeyedChecker` (checker.core) on Spark: the keys of every such checker in one job.
 
-Each (checker, key) part is one unit. Units are dealt, largest first, into Spark
+Each checker splits the history's validated JSONL lines (bytes, not parsed ops, so
+that a checker whose split only routes lines to keys leaves the parsing to the
+executors); each (checker, key) part is one unit. Units are dealt, largest first, into Spark
 partitions, one unit each up to `MAX_TASKS`, so that slow keys spread over the executors
 as they free up; each executor runs the checker's pure `check_key`, and the driver merges
 each checker's answers in key order. A split, a key or a merge that crashes makes that
@@ -27,11 +29,13 @@ Unit = tuple[int, int, Hashable, Any]
 Answer = tuple[int, int, Hashable, bool, Any]
 
 
-def check_keyed_on_spark(session: Any, test: Mapping[str, Any], history: Sequence[Op],
+def check_keyed_on_spark(session: Any, test: Mapping[str, Any],
+                         history: Sequence[Op | bytes],
                          checkers: Sequence[KeyedChecker],
                          opts: Mapping[str, Any]) -> list[Result]:
     """Each checker's Result, as its `check` gives in the calling process, with its keys
-    checked on the executors, all checkers' keys in one Spark job."""
+    checked on the executors, all checkers' keys in one Spark job. `history`: the ops, or
+    the validated JSONL lines, of the history."""
     started = time.monotonic()
     results: dict[int, Result] = {}
     units: list[Unit] = []
