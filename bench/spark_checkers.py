@@ -42,6 +42,8 @@ CHECKERS = ("queue", "acks", "elections", "linearizability")
 TEST = {"workload": "queue", "acks": "all",
         "broker_config": {"min.insync.replicas": 2, "unclean.leader.election.enable": False}}
 TARGET = 1.7
+DURATION = (1, 20)
+UNKNOWN_SHARE = 0.5
 
 
 def key_ops(rng: random.Random, key: int, processes: int, ops: int, value: int,
@@ -50,18 +52,19 @@ def key_ops(rng: random.Random, key: int, processes: int, ops: int, value: int,
     after another; a send is appended at a random instant inside its interval (with its
     offset, or of unknown outcome), a poll reads the next few records from where that
     process was, as the log was then; a final poll drains the key."""
+    base = key * (processes + 1)
     planned = []
     for process in range(processes):
         clock = rng.uniform(0, 5)
         for _ in range(ops):
             start = clock + rng.uniform(0, 1)
-            end = start + rng.uniform(1, 20)
+            end = start + rng.uniform(*DURATION)
             f = "send" if rng.random() < 0.6 else "poll"
-            planned.append((rng.uniform(start, end), start, end, key * 1000 + process, f))
+            planned.append((rng.uniform(start, end), start, end, base + process, f))
             clock = end
     planned.sort()
     log: list[int] = []
-    positions = dict.fromkeys(range(key * 1000, key * 1000 + processes), 0)
+    positions = dict.fromkeys(range(base, base + processes), 0)
     done = []
     for _, start, end, process, f in planned:
         if f == "send":
@@ -76,7 +79,7 @@ def key_ops(rng: random.Random, key: int, processes: int, ops: int, value: int,
             done.append((start, end, process, f, None,
                          [[o, log[o]] for o in range(first, last)]))
     end = max(e for _, _, e, _, _ in planned)
-    done.append((end + 1, end + 2, key * 1000 + processes, "poll", None,
+    done.append((end + 1, end + 2, base + processes, "poll", None,
                  [[o, v] for o, v in enumerate(log)]))
     return done, value
 
@@ -87,7 +90,7 @@ def generate(path: Path, keys: int, processes: int, ops: int, seed: int) -> int:
     events = []
     value = 0
     for key in range(keys):
-        planned, value = key_ops(rng, key, processes, ops, value, 0.5)
+        planned, value = key_ops(rng, key, processes, ops, value, UNKNOWN_SHARE)
         for start, end, process, f, sent, result in planned:
             if f == "send":
                 invoked = json.dumps([["send", key, sent]])

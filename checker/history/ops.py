@@ -445,7 +445,7 @@ def split_paired(history: Iterable[HistoryItem],
         if isinstance(item, bytes):
             if not item.strip():
                 continue
-            op = op_from_line(item, "<history>", line)
+            op = _validated_op(item, line)
         else:
             op = item
         if op.process == NEMESIS:
@@ -465,6 +465,16 @@ def split_paired(history: Iterable[HistoryItem],
         for key in keys:
             parts.setdefault(key, []).append(item)
     return parts
+
+
+def _validated_op(line: bytes, number: int) -> Op:
+    """The op of a line of a history already validated, decoded without checking it again."""
+    try:
+        obj = _DECODER.decode(line.decode("utf-8"))
+        return Op(obj["index"], obj["time"], obj["type"], obj["process"], obj["f"],
+                  obj.get("value"))
+    except (ValueError, TypeError, KeyError):
+        return op_from_line(line, "<history>", number)
 
 
 def parsed_items(items: Iterable[HistoryItem]) -> list[Op]:

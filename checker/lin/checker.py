@@ -74,7 +74,7 @@ from checker.history import (
     parsed_items,
     split_paired,
 )
-from checker.lin.models import LOG, Model, Placed, Polled
+from checker.lin.models import LOG, Model, Placed, Polled, keys_of
 from checker.lin.search import Budget, PartitionResult, check_partition, partitions_of
 from checker.queue.analysis import promises_no_loss
 
@@ -131,7 +131,7 @@ class LinearizabilityChecker:
         """The history's items (ops or JSONL lines) that each partition of the model needs,
         by key: routed, not parsed further, so the keys' work is `check_key`'s."""
         budget_of(test, opts, self.budget)  # a bad budget fails before any key is searched
-        parts = split_paired(history, lambda op: partitions_of(self.model, [op]))
+        parts = split_paired(history, lambda op: keys_of(self.model, op))
         return sorted(parts.items(), key=lambda kv: repr(kv[0]))
 
     def check_key(self, test: Mapping[str, Any], key: Hashable, part: Sequence[HistoryItem],

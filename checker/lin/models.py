@@ -26,7 +26,7 @@ key's log once, so `step` stays a comparison.
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Callable, Hashable, Sequence
+from collections.abc import Callable, Hashable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -48,15 +48,28 @@ def _describe_operation(op: Operation) -> str:
 
 @dataclass(frozen=True, kw_only=True)
 class Model:
-    """A sequential specification: pure functions only, `step` must not mutate its state."""
+    """A sequential specification: pure functions only, `step` must not mutate its state.
+    `keys`, if given, names the partitions one operation belongs to, as `partition` would,
+    cheaply (`keys_of` falls back on `partition` of the one operation)."""
 
     name: str
     init: Callable[[], State]
     step: Step
     partition: Callable[[Sequence[Operation]], dict[Hashable, list[Operation]]] | None = None
+    keys: Callable[[Operation], Iterable[Hashable]] | None = None
     read_only: Callable[[str, Any], bool] = _never_read_only
     describe_operation: Callable[[Operation], str] = _describe_operation
     describe_state: Callable[[State], str] = repr
+
+
+def keys_of(model: Model, op: Operation) -> Iterable[Hashable]:
+    """The partitions of `model` that `op` belongs to (its one partition, None, when the
+    model has no partition)."""
+    if model.partition is None:
+        return (None,)
+    if model.keys is not None:
+        return model.keys(op)
+    return model.partition([op]).keys()
 
 
 def partition_by_key(ops: Sequence[Operation]) -> dict[Hashable, list[Operation]]:
@@ -302,13 +315,25 @@ def partition_log(ops: Sequence[Operation]) -> dict[Hashable, list[Operation]]:
     queue op or an op that is not a queue op."""
     keys: dict[Hashable, _KeyOps] = defaultdict(_KeyOps)
     for op in ops:
-        if op.f in NOT_LOG_FUNCTIONS:
-            continue
-        if op.f not in LOG_FUNCTIONS:
-            raise ValueError(f"log: op {op.invoke_index} has f {op.f!r}, not a queue op "
-                             f"({', '.join(sorted(LOG_FUNCTIONS | NOT_LOG_FUNCTIONS))})")
-        _collect(op, keys)
+        _collect_log_op(op, keys)
     return {key: _resolve(key, collected) for key, collected in keys.items()}
+
+
+def log_keys(op: Operation) -> Iterable[Hashable]:
+    """The keys whose partition of `partition_log` holds `op`, without placing it; a
+    malformed op raises the ValueError `partition_log` raises."""
+    keys: dict[Hashable, _KeyOps] = defaultdict(_KeyOps)
+    _collect_log_op(op, keys)
+    return keys.keys()
+
+
+def _collect_log_op(op: Operation, keys: dict[Hashable, _KeyOps]) -> None:
+    if op.f in NOT_LOG_FUNCTIONS:
+        return
+    if op.f not in LOG_FUNCTIONS:
+        raise ValueError(f"log: op {op.invoke_index} has f {op.f!r}, not a queue op "
+                         f"({', '.join(sorted(LOG_FUNCTIONS | NOT_LOG_FUNCTIONS))})")
+    _collect(op, keys)
 
 
 def _collect(op: Operation, keys: dict[Hashable, _KeyOps]) -> None:
@@ -492,6 +517,7 @@ LOG = Model(
     init=lambda: (0, None, None),
     step=_log_step,
     partition=partition_log,
+    keys=log_keys,
     read_only=lambda f, value: f == "poll",
     describe_operation=_describe_log_operation,
     describe_state=_describe_log_state,
