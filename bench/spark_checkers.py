@@ -1,6 +1,6 @@
 """Benchmark: every checker Spark-parallel by key, on a 32-key history with hard keys.
 
-    .venv/bin/python bench/spark_checkers.py [--keys 32] [--processes 200] [--ops 60]
+    .venv/bin/python bench/spark_checkers.py [--keys 32] [--processes 8000] [--ops 1]
                                              [--no-cluster]
 
 Generates a valid queue history in which every key is written and read by many
@@ -150,8 +150,8 @@ def row(name: str, seconds: float, body: dict, start: float | None = None) -> st
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--keys", type=int, default=32)
-    parser.add_argument("--processes", type=int, default=200)
-    parser.add_argument("--ops", type=int, default=60, help="ops per process and key")
+    parser.add_argument("--processes", type=int, default=8000)
+    parser.add_argument("--ops", type=int, default=1, help="ops per process and key")
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--no-cluster", action="store_true", help="skip the standalone cluster")
     parser.add_argument("--threshold", type=int, nargs="*", metavar="OPS",

@@ -111,6 +111,24 @@ def test_out_of_budget_is_unknown_with_the_reason_never_a_guess():
     assert result.stats["budget"] == {"seconds": 60.0, "configurations": 1000}
 
 
+def test_split_routes_each_keys_lines_and_check_key_does_the_rest(tmp_path):
+    path, stale, _ = stale_read_history(tmp_path)
+    checker = LinearizabilityChecker()
+    history = load_history(path)
+    lines = path.read_bytes().split(b"\n")
+    by_ops, by_lines = checker.split(SAFE, history, {}), checker.split(SAFE, lines, {})
+    assert [key for key, _ in by_ops] == [key for key, _ in by_lines] == ["x", 0, 1, 2]
+    for (key, ops), (_, raw) in zip(by_ops, by_lines, strict=True):
+        assert all(isinstance(item, bytes) for item in raw)
+        assert [op.index for op in ops] == [json.loads(line)["index"] for line in raw]
+        (from_lines, witness), (from_ops, same_witness) = (
+            checker.check_key(SAFE, key, raw, {}), checker.check_key(SAFE, key, ops, {}))
+        assert witness == same_witness and from_lines.valid == from_ops.valid
+        assert from_lines.ops == from_ops.ops > 0
+    [x] = [ops for key, ops in by_ops if key == "x"]
+    assert stale in {op.index for op in x}
+
+
 @pytest.mark.spark
 def test_on_spark_it_runs_beside_the_queue_checkers(spark, tmp_path):
     from checker.spark import check_history_on_spark
