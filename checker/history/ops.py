@@ -470,7 +470,7 @@ def split_paired(history: Iterable[HistoryItem],
 def _validated_op(line: bytes, number: int) -> Op:
     """The op of a line of a history already validated, decoded without checking it again."""
     try:
-        obj = _DECODER.decode(line.decode("utf-8"))
+        obj = _DECODER.raw_decode(line.decode("utf-8"))[0]
         return Op(obj["index"], obj["time"], obj["type"], obj["process"], obj["f"],
                   obj.get("value"))
     except (ValueError, TypeError, KeyError):
