@@ -61,7 +61,8 @@ by the test's `linearizability_budget_seconds` and
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Mapping, Sequence
+from collections import defaultdict
+from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -74,7 +75,7 @@ from checker.history import (
     parsed_items,
     split_paired,
 )
-from checker.lin.models import LOG, Model, Placed, Polled, keys_of
+from checker.lin.models import LOG, Model, Placed, Polled
 from checker.lin.search import Budget, PartitionResult, check_partition, partitions_of
 from checker.queue.analysis import promises_no_loss
 
@@ -131,8 +132,22 @@ class LinearizabilityChecker:
         """The history's items (ops or JSONL lines) that each partition of the model needs,
         by key: routed, not parsed further, so the keys' work is `check_key`'s."""
         budget_of(test, opts, self.budget)  # a bad budget fails before any key is searched
-        parts = split_paired(history, lambda op: keys_of(self.model, op))
+        parts = split_paired(history, self._keys_of(history))
         return sorted(parts.items(), key=lambda kv: repr(kv[0]))
+
+    def _keys_of(self, history: Sequence[HistoryItem]
+                 ) -> Callable[[Operation], Iterable[Hashable]]:
+        """The keys of an operation: the model's `keys`, or else those its `partition`
+        of the whole history gives the operation."""
+        if self.model.partition is None:
+            return lambda op: (None,)
+        if self.model.keys is not None:
+            return self.model.keys
+        keys: dict[int, list[Hashable]] = defaultdict(list)
+        for key, ops in partitions_of(self.model, pair_operations(parsed_items(history))).items():
+            for op in ops:
+                keys[op.invoke_index].append(key)
+        return lambda op: keys.get(op.invoke_index, ())
 
     def check_key(self, test: Mapping[str, Any], key: Hashable, part: Sequence[HistoryItem],
                   opts: Mapping[str, Any]) -> KeyVerdict:

@@ -49,8 +49,8 @@ def _describe_operation(op: Operation) -> str:
 @dataclass(frozen=True, kw_only=True)
 class Model:
     """A sequential specification: pure functions only, `step` must not mutate its state.
-    `keys`, if given, names the partitions one operation belongs to, as `partition` would,
-    cheaply (`keys_of` falls back on `partition` of the one operation)."""
+    `keys`, for a `partition` that splits op by op, names the partitions one operation
+    belongs to, as `partition` would, cheaply and without the rest of the history."""
 
     name: str
     init: Callable[[], State]
@@ -60,16 +60,6 @@ class Model:
     read_only: Callable[[str, Any], bool] = _never_read_only
     describe_operation: Callable[[Operation], str] = _describe_operation
     describe_state: Callable[[State], str] = repr
-
-
-def keys_of(model: Model, op: Operation) -> Iterable[Hashable]:
-    """The partitions of `model` that `op` belongs to (its one partition, None, when the
-    model has no partition)."""
-    if model.partition is None:
-        return (None,)
-    if model.keys is not None:
-        return model.keys(op)
-    return model.partition([op]).keys()
 
 
 def partition_by_key(ops: Sequence[Operation]) -> dict[Hashable, list[Operation]]:

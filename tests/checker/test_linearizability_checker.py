@@ -15,7 +15,7 @@ from checker.lin.checker import (
     LinearizabilityChecker,
     budget_of,
 )
-from checker.lin.models import KV
+from checker.lin.models import CAS_REGISTER, KV
 from checker.lin.search import Budget
 from checker.queue.analysis import QueueChecker
 from tests.support.queue_histories import Builder, simulate
@@ -127,6 +127,16 @@ def test_split_routes_each_keys_lines_and_check_key_does_the_rest(tmp_path):
         assert from_lines.ops == from_ops.ops > 0
     [x] = [ops for key, ops in by_ops if key == "x"]
     assert stale in {op.index for op in x}
+
+
+def test_split_follows_a_partition_that_looks_at_the_whole_history():
+    ops = [Op(0, 0, "invoke", 0, "write", 1), Op(1, 1, "ok", 0, "write", 1),
+           Op(2, 2, "invoke", 1, "cas", [1, 2]), Op(3, 3, "ok", 1, "cas", [1, 2]),
+           Op(4, 4, "invoke", 2, "read", None), Op(5, 5, "ok", 2, "read", 2)]
+    checker = LinearizabilityChecker(model=CAS_REGISTER)
+    assert [key for key, _ in checker.split({}, ops, {})] == [None]
+    result = checker.check({}, ops, {})
+    assert result.valid is True and result.stats["keys"] == 1 and result.stats["ops"] == 3
 
 
 @pytest.mark.spark
