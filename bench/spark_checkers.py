@@ -1,13 +1,13 @@
 """Benchmark: every checker Spark-parallel by key, on a 32-key history with hard keys.
 
-    .venv/bin/python bench/spark_checkers.py [--keys 32] [--processes 10000] [--ops 1]
+    .venv/bin/python bench/spark_checkers.py [--keys 32] [--processes 12000] [--ops 1]
                                              [--no-cluster]
 
 Generates a valid queue history in which every key is written and read by many
 concurrent processes (`--processes`, each running `--ops` sends and polls one after
 another, of random overlapping durations; half the sends of unknown outcome), so that
 each key's linearizability search takes seconds: it grows about as the square of the
-ops of a key open at once (10,000 one-op processes in 26 s: 2.4 MB and 4 to 5 s of
+ops of a key open at once (12,000 one-op processes in 26 s: 2.8 MB and about 6 s of
 search a key), while the driver's share, routing each line to its key, grows with the
 lines. Checks it with
 `--checker queue,acks,elections,linearizability` three ways: (a) serially in this
@@ -153,7 +153,7 @@ def row(name: str, seconds: float, body: dict, start: float | None = None) -> st
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--keys", type=int, default=32)
-    parser.add_argument("--processes", type=int, default=10000)
+    parser.add_argument("--processes", type=int, default=12000)
     parser.add_argument("--ops", type=int, default=1, help="ops per process and key")
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--no-cluster", action="store_true", help="skip the standalone cluster")
