@@ -237,6 +237,7 @@ def _check_on_spark(test: dict[str, Any], checker: Composed, files: list[str],
     URLs as they are."""
     from checker.history import write_jsonl
     from checker.spark import DEFAULT_MASTER, check_histories_on_spark, spark_session
+    from harness.cli.spark_output import spark_output
 
     with tempfile.TemporaryDirectory(prefix="kchaos-history-") as scratch:
         sources: list[str | Path] = []
@@ -246,7 +247,7 @@ def _check_on_spark(test: dict[str, Any], checker: Composed, files: list[str],
                 write_jsonl(loaded[file], sources[-1])
             else:
                 sources.append(file)
-        with spark_session(master or DEFAULT_MASTER) as session:
+        with spark_output() as log, spark_session(master or DEFAULT_MASTER, log=log) as session:
             results = check_histories_on_spark(
                 session, [(test, source, checker, {}) for source in sources])
     return dict(zip(files, results, strict=True))

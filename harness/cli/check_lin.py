@@ -55,10 +55,11 @@ def _check_lin(args: argparse.Namespace) -> int:
                               complete=args.complete, budget=budget, progress=_print_row)
     else:
         from checker.spark import DEFAULT_MASTER, check_files_on_spark, spark_session
+        from harness.cli.spark_output import spark_output
 
         master = args.spark_master or DEFAULT_MASTER
         print(f"starting Spark ({master}) ...", file=sys.stderr, flush=True)
-        with spark_session(master) as session:
+        with spark_output() as log, spark_session(master, log=log) as session:
             print(f"Spark ready after {time.monotonic() - started:.1f} s; checking "
                   f"{len(args.files)} file(s)", file=sys.stderr, flush=True)
             results = check_files_on_spark(session, args.files, fmt=args.format,

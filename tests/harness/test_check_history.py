@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -133,3 +134,18 @@ def test_the_default_checkers_follow_what_the_history_holds(tmp_path, capsys):
     assert "G1c" in results["checkers"]["txn"]["anomalies"]
     assert main(["check-history", str(DATA / "ok.jsonl"), "--local", "--json", str(out)]) == 0
     assert "txn" not in json.loads(out.read_text())["checkers"]
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize(("command", "history"), [
+    ("check-history", DATA / "ok.jsonl"),
+    ("check-lin", DATA.parent / "history" / "knossos-cas.edn"),
+])
+def test_on_spark_the_terminal_shows_no_spark_start_up_lines(command, history):
+    before = set(Path(tempfile.gettempdir()).glob("kchaos-spark-*.log"))
+    done = _kchaos(command, str(history), "--spark-master", "local[1]")
+    assert done.returncode == 0, done.stderr
+    for line in ("Using Spark's default log4j profile", "NativeCodeLoader",
+                 "WARNING: Using incubator modules", "Setting default log level"):
+        assert line not in done.stdout + done.stderr, line
+    assert set(Path(tempfile.gettempdir()).glob("kchaos-spark-*.log")) == before
