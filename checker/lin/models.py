@@ -85,12 +85,14 @@ def partition_independent(ops: Sequence[Operation]) -> dict[Hashable, list[Opera
     are not pairs."""
     if not ops or not all(_keyed(op.input) for op in ops):
         return {None: list(ops)}
-    parts: dict[Hashable, list[Operation]] = defaultdict(list)
-    for op in ops:
-        key, value = op.input
-        output = op.output[1] if _keyed(op.output) and op.output[0] == key else op.output
-        parts[_hashable(key)].append(replace(op, input=_hashable(value), output=_hashable(output)))
-    return dict(parts)
+    return {key: [_unkeyed(op) for op in part] for key, part in partition_by_key(ops).items()}
+
+
+def _unkeyed(op: Operation) -> Operation:
+    """`op` with its key taken off its input and output, leaving v."""
+    key, value = op.input
+    output = op.output[1] if _keyed(op.output) and op.output[0] == key else op.output
+    return replace(op, input=_hashable(value), output=_hashable(output))
 
 
 # --- register: read / write, initial value nil ----------------------------------------------
