@@ -1,8 +1,10 @@
-"""The checkers a test can compose by name (`kchaos run --checker a,b,...`)."""
+"""The checkers a test can compose by name (`kchaos run --checker a,b,...`), and the
+anomaly types each declares it can report (a nightly plan's `expect` names only those)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
+from typing import ClassVar, Protocol
 
 from checker.cluster.availability import AvailabilityChecker
 from checker.cluster.elections import ElectionChecker
@@ -14,9 +16,17 @@ from checker.queue.analysis import QueueChecker
 from checker.transfer import TransferChecker
 from checker.txn.checker import TxnChecker
 
-__all__ = ["CHECKERS", "NEED_NODE_LOGS", "checker_names", "composed"]
+__all__ = ["CHECKERS", "NEED_NODE_LOGS", "Registered", "anomaly_types", "checker_names",
+           "composed"]
 
-CHECKERS: dict[str, Callable[[], Checker]] = {
+
+class Registered(Checker, Protocol):
+    """A checker of the registry: it declares every anomaly type it can report."""
+
+    anomaly_types: ClassVar[tuple[str, ...]]
+
+
+CHECKERS: dict[str, type[Registered]] = {
     "queue": QueueChecker,
     "acks": AcksChecker,
     "elections": ElectionChecker,
@@ -28,6 +38,15 @@ CHECKERS: dict[str, Callable[[], Checker]] = {
 }
 # Checkers that read the nodes' logs of a run folder (a bare history has none).
 NEED_NODE_LOGS = frozenset({"elections"})
+
+
+def anomaly_types() -> dict[str, tuple[str, ...]]:
+    """Every anomaly type a registered checker can report -> the checkers reporting it."""
+    found: dict[str, tuple[str, ...]] = {}
+    for name, checker in CHECKERS.items():
+        for kind in checker.anomaly_types:
+            found[kind] = (*found.get(kind, ()), name)
+    return found
 
 
 def checker_names(text: str | Iterable[str]) -> tuple[str, ...]:

@@ -34,7 +34,7 @@ from __future__ import annotations
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 from checker.core import Anomaly, Result, condense
 from checker.history import Op
@@ -176,6 +176,8 @@ def _against_commits(found: TransferHistory, places: Mapping[Any, list[tuple[Key
 
 class TransferChecker:
     """Exactly-once anomalies of a transfer history; see the module docstring."""
+
+    anomaly_types: ClassVar[tuple[str, ...]] = ANOMALIES
 
     def check(self, test: Mapping[str, Any], history: Sequence[Op],
               opts: Mapping[str, Any]) -> Result:

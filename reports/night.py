@@ -2,12 +2,13 @@
 
 It reads the night's state (`night.json`, written by `harness.nightly`; the format is
 described there) as plain data: the plan, its cells (name, db, configuration options,
-expectation), every run (cell, seed, status, run folder, facts: verdict, anomalies,
-first anomaly, ops/s, availability, met) and each cell's outcome (met, runs met of
-runs, needed, medians, reason). The page opens with the night's verdict, then the
-detection table (cell, db, seeds found of n, median time to first anomaly) when the
-plan has detection cells, then one table per cell with a row per run and links to
-each run's report.
+expectation), every run (cell, seed, status, run folder, facts: verdict, inconclusive,
+anomalies, time to detection and its cause, ops/s, availability, met) and each cell's
+outcome (met, runs met, conclusive and inconclusive runs, needed, medians, reason). The
+page opens with the night's verdict, then the detection table (cell, db, found in k of
+the conclusive runs, inconclusive runs, median and longest time to detection) when the
+plan has detection cells, then one table per cell with a row per run and links to each
+run's report.
 """
 
 from __future__ import annotations
@@ -40,7 +41,9 @@ def describe_expectation(expect: Any) -> str:
     absent = expect.get("absent") or []
     without = f", without {' or '.join(absent)}" if absent else ""
     if not detects(expect):
-        return "valid in every seed" + without
+        runs = expect.get("conclusive_in")
+        return (f"valid in at least {runs} conclusive runs" if runs
+                else "valid in every seed") + without
     what = [" and ".join(expect["anomalies"])] if expect.get("anomalies") else []
     if expect.get("any_of"):
         what.append("one of " + ", ".join(expect["any_of"]))
@@ -48,7 +51,7 @@ def describe_expectation(expect: Any) -> str:
     if expect.get("attributed_to"):
         text += f" attributed to {expect['attributed_to']}"
     if expect.get("within") is not None:
-        text += f" within {expect['within']:g} s"
+        text += f" within {expect['within']:g} s of its fault"
     found_in = expect.get("found_in")
     return text + (f" in at least {found_in} seeds" if found_in else " in every seed") + without
 
@@ -74,6 +77,8 @@ def _met(value: Any) -> Markup:
 def _verdict(facts_: Mapping[str, Any] | None, status: str) -> Markup:
     if status != "stored" or not facts_:
         return element("span", status, class_="verdict-none")
+    if facts_.get("inconclusive") and facts_.get("valid") is not None:
+        return element("span", str(facts_["inconclusive"]), class_="verdict-unknown")
     valid = facts_.get("valid")
     labels: dict[object, tuple[str, str]] = {
         True: ("valid", "valid"), False: ("invalid", "INVALID"), "unknown": ("unknown", "unknown")}
@@ -93,7 +98,7 @@ def _cell_section(cell: Mapping[str, Any], outcome: Mapping[str, Any],
         rows.append([
             run.get("seed"), _verdict(f, run.get("status", "")),
             _met(run.get("met")), anomalies or ("none" if f else "-"),
-            _number(f.get("first_anomaly_s"), " s"), _number(f.get("ops_per_s")),
+            _detection(f.get("detection")), _number(f.get("ops_per_s")),
             _percent(f.get("availability")), _number(run.get("seconds"), " s", 0),
             join([link(f"{folder}/{REPORT_FILE}", "report"), " · ", link(f"{folder}/", "files")])
             if folder else (run.get("error") or "-"),
@@ -106,20 +111,33 @@ def _cell_section(cell: Mapping[str, Any], outcome: Mapping[str, Any],
          + (" (the scenario's)" if (cell.get("options") or {}).get("scenario") else "")),
         ("outcome", join([_met(outcome.get("met")), f"  {outcome.get('reason', '')}"])),
         (("found in" if detection else "runs met"),
-         f"{outcome.get('runs_met', 0)} of {outcome.get('runs', 0)} seeds"
-         + (f" (needs {outcome.get('needed')})" if detection else "")),
-        ("median time to first anomaly", _number(outcome.get("median_first_anomaly_s"), " s")),
+         f"{outcome.get('runs_met', 0)} of {outcome.get('conclusive', 0)} conclusive runs "
+         f"(needs {outcome.get('needed')}), {outcome.get('inconclusive', 0)} inconclusive, "
+         f"{outcome.get('runs', 0)} seeds"),
+        ("time to detection, median and longest",
+         f"{_number(outcome.get('median_detection_s'), ' s')} · "
+         f"{_number(outcome.get('max_detection_s'), ' s')}"),
         ("median ops/s", _number(outcome.get("median_ops_per_s"))),
         ("median availability", _percent(outcome.get("median_availability"))),
     ])
     return join([element("h2", name, id=name), summary,
-                 table(["seed", "verdict", "met", "anomalies found", "first anomaly",
+                 table(["seed", "verdict", "met", "anomalies found", "time to detection",
                         "ops/s", "availability", "wall time", "links"], rows)])
 
 
+def _detection(detection: Any) -> str:
+    """A run's time to detection and its cause: `12.3 s (kill-leader at 14.0 s)`."""
+    if not isinstance(detection, Mapping):
+        return "-"
+    fault = detection.get("fault")
+    cause = (f"{fault} at {_number(detection.get('fault_start_s'), ' s')}" if fault
+             else "from the start")
+    return f"{_number(detection.get('seconds'), ' s')} ({cause})"
+
+
 def detection_rows(state: Mapping[str, Any]) -> list[list[Any]]:
-    """The detection cells: name, label, db, seeds found/n, median time to first anomaly,
-    met."""
+    """The detection cells: name, label, db, found in k of the conclusive runs,
+    inconclusive runs, median and longest time to detection, met."""
     outcomes = state.get("outcomes") or {}
     rows = []
     for cell in state.get("cells") or []:
@@ -127,8 +145,10 @@ def detection_rows(state: Mapping[str, Any]) -> list[list[Any]]:
             continue
         outcome = outcomes.get(cell["name"]) or {}
         rows.append([cell["name"], cell.get("label") or cell["name"], cell.get("db"),
-                     f"{outcome.get('runs_met', 0)}/{outcome.get('runs', 0)}",
-                     _number(outcome.get("median_first_anomaly_s"), " s"),
+                     f"{outcome.get('runs_met', 0)}/{outcome.get('conclusive', 0)}",
+                     outcome.get("inconclusive", 0),
+                     _number(outcome.get("median_detection_s"), " s"),
+                     _number(outcome.get("max_detection_s"), " s"),
                      outcome.get("met")])
     return rows
 
@@ -145,8 +165,9 @@ def write_night_page(folder: Path, state: Mapping[str, Any]) -> Path:
     detection = detection_rows(state)
     if detection:
         parts += [element("h2", "Detection"),
-                  table(["cell", "db", "seeds found", "median time to first anomaly", "met"],
-                        [[link(f"#{r[0]}", r[1]), r[2], r[3], r[4], _met(r[5])]
+                  table(["cell", "db", "found in (conclusive runs)", "inconclusive",
+                         "median time to detection", "longest", "met"],
+                        [[link(f"#{r[0]}", r[1]), r[2], r[3], r[4], r[5], r[6], _met(r[7])]
                          for r in detection])]
     overview = [[link(f"#{c['name']}", c["name"]), c.get("db"),
                  describe_expectation(c.get("expect")),

@@ -3,7 +3,7 @@
 Each night folder `store/nightly/<night>/` holds `night.json` (written by
 `harness.nightly`): its `cells` (name, db, expect), and once checked its `outcomes`
 per cell name: met, runs, runs_met, anomalies (type -> count summed over the cell's
-runs), median_ops_per_s, median_availability, median_first_anomaly_s. A cell's trend
+runs), median_ops_per_s, median_availability, median_detection_s. A cell's trend
 is its outcome night after night, keyed by the cell's name (stable across nights of
 a plan). Per cell, one PNG under `store/nightly/trends/` with four panels over the
 nights: runs that met the expectation (of the runs; the bar green when the cell was
@@ -38,7 +38,7 @@ class TrendPoint:
     anomalies: int
     ops_per_s: float | None
     availability: float | None
-    first_anomaly_s: float | None
+    detection_s: float | None
 
 
 def _states(store: Path) -> list[tuple[str, Mapping[str, Any], float]]:
@@ -68,7 +68,7 @@ def trend_points(store: Path) -> dict[str, list[TrendPoint]]:
                 int(outcome.get("runs_met") or 0),
                 sum(v for v in anomalies.values() if isinstance(v, int)),
                 outcome.get("median_ops_per_s"), outcome.get("median_availability"),
-                outcome.get("median_first_anomaly_s")))
+                outcome.get("median_detection_s")))
     return dict(sorted(points.items()))
 
 

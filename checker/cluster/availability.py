@@ -65,7 +65,7 @@ import math
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from itertools import pairwise
-from typing import Any
+from typing import Any, ClassVar
 
 from checker.cluster.event_log import (
     ControllerEvent,
@@ -220,6 +220,8 @@ def _measure(buckets: Iterable[int], busy: set[int]) -> dict[str, Any]:
 
 class AvailabilityChecker:
     """Measures write availability overall, per fault window, per key and per election."""
+
+    anomaly_types: ClassVar[tuple[str, ...]] = ()
 
     def check(self, test: Mapping[str, Any], history: Sequence[Op],
               opts: Mapping[str, Any]) -> Result:

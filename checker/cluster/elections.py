@@ -33,7 +33,7 @@ from __future__ import annotations
 import bisect
 import time
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, ClassVar
 
 from checker.cluster.event_log import (
     ControllerEvent,
@@ -98,6 +98,8 @@ def attribute(changes: Sequence[ControllerEvent], ack_ms: float,
 
 class ElectionChecker(AnalysisChecker):
     """Attributes lost acknowledged writes to controller elections."""
+
+    anomaly_types: ClassVar[tuple[str, ...]] = ("unclean-election-loss", "clean-election-loss", "unexplained-loss")
 
     def check_analysis(self, test: Mapping[str, Any], analysis: QueueAnalysis,
                        opts: Mapping[str, Any]) -> Result:

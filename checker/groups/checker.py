@@ -71,7 +71,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, ClassVar
 
 from checker.core import Anomaly, Result, condense
 from checker.groups.finders import (
@@ -182,6 +182,8 @@ def _sorted(witnesses: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
 
 class GroupsChecker:
     """A consumer group's promises; see the module docstring."""
+
+    anomaly_types: ClassVar[tuple[str, ...]] = ANOMALIES
 
     def check(self, test: Mapping[str, Any], history: Sequence[Op],
               opts: Mapping[str, Any]) -> Result:

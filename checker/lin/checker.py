@@ -64,7 +64,7 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 from checker.core import Anomaly, Result, check_by_key, condense, merge_valid
 from checker.history import (
@@ -119,6 +119,8 @@ class LinearizabilityChecker:
     `check_key` pairs, places and searches one key (with its witness, if it is not
     linearizable), `merge` judges them all, so `checker.spark` does each key's work on the
     executors in parallel."""
+
+    anomaly_types: ClassVar[tuple[str, ...]] = (NONLINEARIZABLE,)
 
     model: Model = LOG
     budget: Budget = field(default_factory=Budget)

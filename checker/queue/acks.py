@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, ClassVar
 
 from checker.core import Result, condense
 from checker.queue.analysis import (
@@ -45,6 +45,8 @@ def counted_losses(test: Mapping[str, Any], analysis: QueueAnalysis) -> list[dic
 
 class AcksChecker(AnalysisChecker):
     """Per acks level counts and a verdict against the level's promise."""
+
+    anomaly_types: ClassVar[tuple[str, ...]] = ("lost-acknowledged", "lost-allowed-by-configuration")
 
     def check_analysis(self, test: Mapping[str, Any], analysis: QueueAnalysis,
                        opts: Mapping[str, Any]) -> Result:

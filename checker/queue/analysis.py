@@ -31,7 +31,7 @@ from array import array
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, ClassVar
 
 from checker.core import Anomaly, Memo, Result, condense, safely
 from checker.history import HistoryError, Op
@@ -322,6 +322,8 @@ def check_analysis_safe(checker: AnalysisChecker, test: Mapping[str, Any],
 class QueueChecker(AnalysisChecker):
     """Jepsen's Kafka queue anomalies; found anomalies fail unless the test allows them.
     A history in which no op sent or read a record tested nothing: `empty-history`."""
+
+    anomaly_types: ClassVar[tuple[str, ...]] = ANOMALIES
 
     def check_analysis(self, test: Mapping[str, Any], analysis: QueueAnalysis,
                        opts: Mapping[str, Any]) -> Result:

@@ -31,7 +31,7 @@ from array import array
 from collections import deque
 from collections.abc import Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 from checker.core import Anomaly, Result, condense
 from checker.queue.analysis import (
@@ -282,6 +282,8 @@ def _step(source: int, target: int, edge: Edge) -> dict[str, Any]:
 class TxnChecker(AnalysisChecker):
     """G0, G1b, G1c, G-single and G2 over the queue analysis; see the module docstring
     for what is allowed."""
+
+    anomaly_types: ClassVar[tuple[str, ...]] = (*KEY_TXN_ANOMALIES, "G0", "G1c", "G-single", "G2")
 
     def check_analysis(self, test: Mapping[str, Any], analysis: QueueAnalysis,
                        opts: Mapping[str, Any]) -> Result:

@@ -4,12 +4,18 @@
       <testcase classname="<cell>" name="<cell> seed=<S>" time="<run seconds>">
         <properties> seed, db, configuration (JSON of the cell's options), time_limit
                      (the effective one: a scenario's wins), expect, run (folder),
-                     and the run's facts: verdict, first_anomaly_s, ops_per_s, availability
+                     and the run's facts: verdict, detection_s (time to detection),
+                     detection (its type, reveal and cause, JSON), took_effect (JSON),
+                     ops_per_s, availability
         <failure message="..."/>   the run did not meet its cell's expectation, and the
                                    cell as a whole is not met: the anomalies found, or
                                    what was expected and what was found
         <error message="..."/>     the run ended in a harness error, or has no results
-        <skipped message="..."/>   not started within the budget
+        <skipped message="..."/>   not started within the budget, or inconclusive (a
+                                   fault its cell needs never took effect) in a cell
+                                   that is met: "inconclusive: strand-follower never
+                                   took effect"; in a cell not met, an inconclusive run
+                                   is a <failure type="inconclusive"> with that message
         <system-out>               the run's verdict line, and why a detection seed that
                                    found nothing passes (its cell met found_in without it)
 
@@ -45,6 +51,10 @@ def _failure_message(cell: Cell, record: RunRecord) -> str:
     return f"expected: {cell.expect.describe()}; found: {listed}"
 
 
+def _json_or_none(value: object) -> str | None:
+    return None if value is None else json.dumps(value, sort_keys=True)
+
+
 def junit_tree(title: str, cells: Mapping[str, Cell], runs: Sequence[RunRecord],
                outcomes: Mapping[str, CellOutcome]) -> ET.ElementTree:
     suite = ET.Element("testsuite", name=title)
@@ -65,7 +75,9 @@ def junit_tree(title: str, cells: Mapping[str, Cell], runs: Sequence[RunRecord],
                             ("expect", json.dumps(cell.expect.to_json())),
                             ("run", record.run_dir or ""),
                             ("verdict", json.dumps(facts.get("valid"))),
-                            ("first_anomaly_s", facts.get("first_anomaly_s")),
+                            ("detection_s", facts.get("detection_s")),
+                            ("detection", _json_or_none(facts.get("detection"))),
+                            ("took_effect", _json_or_none(facts.get("took_effect"))),
                             ("ops_per_s", facts.get("ops_per_s")),
                             ("availability", facts.get("availability"))):
             ET.SubElement(properties, "property", name=name,
@@ -78,6 +90,14 @@ def junit_tree(title: str, cells: Mapping[str, Cell], runs: Sequence[RunRecord],
             counts["errors"] += 1
             ET.SubElement(case, "error", type="harness-error",
                           message=record.error or str(facts.get("summary") or "no results"))
+        elif facts.get("inconclusive") and outcome is not None and outcome.met:
+            counts["skipped"] += 1
+            ET.SubElement(case, "skipped", message=str(facts["inconclusive"]))
+        elif facts.get("inconclusive"):
+            counts["failures"] += 1
+            failure = ET.SubElement(case, "failure", message=str(facts["inconclusive"]),
+                                    type="inconclusive")
+            failure.text = outcome.reason if outcome is not None else ""
         elif not record.met and outcome is not None and not outcome.met:
             counts["failures"] += 1
             failure = ET.SubElement(case, "failure", message=_failure_message(cell, record),

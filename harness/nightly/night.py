@@ -155,7 +155,7 @@ def evaluate(night: Night, cells: dict[str, Cell]) -> dict[str, CellOutcome]:
     for record in night.runs:
         cell = cells[record.cell]
         if record.status == STORED and record.run_dir:
-            facts = run_facts(night.folder / record.run_dir, cell.expect)
+            facts = run_facts(night.folder / record.run_dir, cell)
             record.facts = facts.to_json()
             record.met = run_meets(cell.expect, facts)
             by_cell[cell.name].append(facts if facts.valid is not None else None)

@@ -25,6 +25,7 @@
     seeds = [1, 2]                # default: the plan's
     options = {scenario = "unclean-2013"}
     expect = {anomalies = ["lost-write"], attributed_to = "unclean-election"}
+    needs = ["expire-session"]    # default: at least one of the cell's faults
 
 Every cell is one db and one option set; its name is stable and readable, because it is
 the runs' test name (their store folder), the junit classname and the key of the store
@@ -40,11 +41,20 @@ a `scenario`'s own settings (its time limit, keys, nemesis) win over the plan's.
 Expectations (`harness.nightly.verdicts` evaluates them): `expect = "valid"` (the
 default) or a table `{anomalies = [...], any_of = [...], attributed_to = "...", found_in = N,
 within = S, absent = [...]}`; `{absent = [...]}` alone is a valid cell that may not show
-those types even where its configuration allows them.
+those types even where its configuration allows them, and a valid cell may say
+`conclusive_in = N`. Every anomaly type named must be one a registered checker declares
+(`checker.registry.anomaly_types`), `attributed_to` such a type or one without its
+`-loss`; `found_in` and `within` belong to detections, `conclusive_in` to valid cells.
+
+`needs` (a cell's, or a configuration's) names the faults that must each take effect
+in a run for that run to count (be conclusive); without it, a cell whose runs ask for
+faults needs at least one of them to take effect, and `needs = []` needs none. A
+needed fault must be one the cell asks for (its nemesis, or its scenario's faults).
 """
 
 from __future__ import annotations
 
+import difflib
 import json
 import re
 import tempfile
@@ -54,7 +64,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from checker.registry import anomaly_types
 from harness.config import ConfigError, all_options, load_config
+from harness.scenarios import SCENARIOS
+from nemesis.package import FAULTS, expand
 
 __all__ = ["Cell", "Expectation", "Plan", "PlanError", "load_plan", "parse_plan", "suite_path",
            "suites", "toml_text"]
@@ -64,8 +77,10 @@ NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.+-]*\Z")
 SET_BY_NIGHT = ("name", "seed", "store", "no_check", "config")
 TOP_KEYS = ("name", "description", "budget", "seeds", "parallel", "defaults", "matrix", "cell")
 MATRIX_KEYS = ("dbs", "workloads", "nemeses", "configurations")
-CELL_KEYS = ("name", "description", "dbs", "seeds", "options", "expect")
-EXPECT_KEYS = ("anomalies", "any_of", "attributed_to", "found_in", "within", "absent")
+CELL_KEYS = ("name", "description", "dbs", "seeds", "options", "expect", "needs")
+CONFIGURATION_KEYS = ("expect", "needs")
+EXPECT_KEYS = ("anomalies", "any_of", "attributed_to", "found_in", "within", "absent",
+               "conclusive_in")
 DEFAULT = "default"
 
 
@@ -75,13 +90,15 @@ class PlanError(ConfigError):
 
 @dataclass(frozen=True)
 class Expectation:
-    """What a cell must show. No anomalies and no attribution: every run valid. Otherwise a
-    detection: every type in `anomalies` found (allowed or not), at least one type of
-    `any_of` (a defect that shows differently from seed to seed), and, with
-    `attributed_to` X, a checker reporting `X-loss` or `X`, in at least `found_in` of the
-    cell's seeds (None: every seed), and with `within`, the first expected anomaly at most
-    that many seconds into the test. `absent`: types no run may show, even those its
-    configuration allows (a version with the fix, where the one before finds them)."""
+    """What a cell must show, judged over its conclusive runs. No anomalies and no
+    attribution: every conclusive run valid, and at least `conclusive_in` of them (None:
+    every seed). Otherwise a detection: every type in `anomalies` found (allowed or not),
+    at least one type of `any_of` (a defect that shows differently from seed to seed),
+    and, with `attributed_to` X, a checker reporting `X-loss` or `X`, in at least
+    `found_in` conclusive runs (None: every seed), and with `within`, detected at most
+    that many seconds after the fault episode that caused it. `absent`: types no run may
+    show, even those its configuration allows (a version with the fix, where the one
+    before finds them)."""
 
     anomalies: tuple[str, ...] = ()
     attributed_to: str | None = None
@@ -89,6 +106,7 @@ class Expectation:
     within: float | None = None
     any_of: tuple[str, ...] = ()
     absent: tuple[str, ...] = ()
+    conclusive_in: int | None = None
 
     @property
     def valid(self) -> bool:
@@ -97,7 +115,9 @@ class Expectation:
     def describe(self) -> str:
         without = f", without {' or '.join(self.absent)}" if self.absent else ""
         if self.valid:
-            return "valid in every seed" + without
+            runs = ("every seed" if self.conclusive_in is None
+                    else f"at least {self.conclusive_in} conclusive runs")
+            return f"valid in {runs}" + without
         what = [" and ".join(self.anomalies)] if self.anomalies else []
         if self.any_of:
             what.append("one of " + ", ".join(self.any_of))
@@ -105,18 +125,18 @@ class Expectation:
         if self.attributed_to:
             text += f" attributed to {self.attributed_to}"
         if self.within is not None:
-            text += f" within {self.within:g} s"
+            text += f" within {self.within:g} s of its fault"
         return text + (f" in at least {self.found_in} seeds" if self.found_in is not None
                        else " in every seed") + without
 
     def to_json(self) -> Any:
-        if self.valid and not self.absent:
+        if self.valid and not self.absent and self.conclusive_in is None:
             return "valid"
         body: dict[str, Any] = {"anomalies": list(self.anomalies)}
         for key in ("any_of", "absent"):
             if getattr(self, key):
                 body[key] = list(getattr(self, key))
-        for key in ("attributed_to", "found_in", "within"):
+        for key in ("attributed_to", "found_in", "within", "conclusive_in"):
             if getattr(self, key) is not None:
                 body[key] = getattr(self, key)
         return body
@@ -124,7 +144,9 @@ class Expectation:
 
 @dataclass(frozen=True)
 class Cell:
-    """One db and one option set, run once per seed."""
+    """One db and one option set, run once per seed. `faults`: those its runs ask for (its
+    nemesis expanded, or its scenario's); `needs`: those that must each take effect for a
+    run to be conclusive (None: at least one of `faults`)."""
 
     name: str
     label: str
@@ -136,6 +158,8 @@ class Cell:
     time_limit: float = 60.0
     nodes: int = 5
     zookeepers: int = 0
+    faults: tuple[str, ...] = ()
+    needs: tuple[str, ...] | None = None
 
     def run_options(self, seed: int, store: Path) -> dict[str, Any]:
         """The `kchaos run` options of this cell's run with `seed` in the night `store`."""
@@ -143,15 +167,17 @@ class Cell:
                 "store": str(store), "no_check": True}
 
     def needed(self) -> int:
-        """In how many seeds a detection must be found (every seed for a valid cell)."""
-        return len(self.seeds) if self.expect.found_in is None else self.expect.found_in
+        """How many conclusive runs must find a detection, or be valid for a valid cell."""
+        count = self.expect.conclusive_in if self.expect.valid else self.expect.found_in
+        return len(self.seeds) if count is None else count
 
     def to_json(self) -> dict[str, Any]:
         return {"name": self.name, "label": self.label, "db": self.db,
                 "configuration": self.configuration, "options": self.options,
                 "seeds": list(self.seeds), "expect": self.expect.to_json(),
                 "time_limit": self.time_limit, "nodes": self.nodes,
-                "zookeepers": self.zookeepers}
+                "zookeepers": self.zookeepers, "faults": list(self.faults),
+                "needs": None if self.needs is None else list(self.needs)}
 
 
 @dataclass(frozen=True)
@@ -294,13 +320,40 @@ def _positive(value: Any) -> bool:
     return not isinstance(value, bool) and isinstance(value, int | float) and value > 0
 
 
+def _unknown(source: str, where: str, what: str, name: str, known: set[str]) -> PlanError:
+    """The error for a name that is not one of `known`, with the closest known name."""
+    close = difflib.get_close_matches(name, sorted(known), n=1, cutoff=0.5)
+    hint = (f"did you mean {close[0]!r}?" if close
+            else f"known: {', '.join(sorted(known))}")
+    return PlanError(f"{source}: {where}: unknown {what} {name!r}; {hint}")
+
+
 def _anomaly_types(value: Mapping[str, Any], key: str, source: str,
                    where: str) -> tuple[str, ...]:
     types = value.get(key, [])
     if not isinstance(types, list) or not all(isinstance(a, str) and a for a in types):
         raise PlanError(f"{source}: {where}.{key} must be a list of anomaly types, "
                         f"e.g. [\"lost-write\"], got {types!r}")
+    known = set(anomaly_types())
+    for kind in types:
+        if kind not in known:
+            raise _unknown(source, f"{where}.{key}", "anomaly type (no checker reports it)",
+                           kind, known)
     return tuple(types)
+
+
+def _causes() -> set[str]:
+    """What `attributed_to` may name: a reported type, or one without its `-loss`."""
+    return {kind.removesuffix("-loss") for kind in anomaly_types()} | set(anomaly_types())
+
+
+def _count(value: Mapping[str, Any], key: str, source: str, where: str) -> int | None:
+    count = value.get(key)
+    if count is not None and (isinstance(count, bool) or not isinstance(count, int)
+                              or count < 1):
+        raise PlanError(f"{source}: {where}.{key} must be a number of runs >= 1, "
+                        f"got {count!r}")
+    return count
 
 
 def _expectation(value: Any, source: str, where: str) -> Expectation:
@@ -318,20 +371,46 @@ def _expectation(value: Any, source: str, where: str) -> Expectation:
     if attributed is not None and (not isinstance(attributed, str) or not attributed):
         raise PlanError(f"{source}: {where}.attributed_to must be a cause such as "
                         f"\"unclean-election\", got {attributed!r}")
-    if not anomalies and not any_of and attributed is None and not absent:
+    if attributed is not None and attributed not in _causes():
+        raise _unknown(source, f"{where}.attributed_to", "cause (no checker reports it)",
+                       attributed, _causes())
+    found_in = _count(value, "found_in", source, where)
+    conclusive_in = _count(value, "conclusive_in", source, where)
+    if not anomalies and not any_of and attributed is None and not absent \
+            and conclusive_in is None:
         raise PlanError(f"{source}: {where}: a detection needs anomalies, any_of or "
                         f"attributed_to; "
                         f"write expect = \"valid\" for a cell that must find nothing")
-    found_in = value.get("found_in")
-    if found_in is not None and (isinstance(found_in, bool) or not isinstance(found_in, int)
-                                 or found_in < 1):
-        raise PlanError(f"{source}: {where}.found_in must be a number of seeds >= 1, "
-                        f"got {found_in!r}")
     within = value.get("within")
     if within is not None and not _positive(within):
         raise PlanError(f"{source}: {where}.within must be seconds > 0, got {within!r}")
+    detection = bool(anomalies or any_of or attributed is not None)
+    for key in ("found_in", "within"):
+        if not detection and key in value:
+            raise PlanError(f"{source}: {where}.{key}: only a detection (anomalies, any_of "
+                            f"or attributed_to) is found in some runs or within a time; a "
+                            f"valid cell must be valid in every conclusive run: remove "
+                            f"{key} (conclusive_in says how many runs must be conclusive)")
+    if detection and conclusive_in is not None:
+        raise PlanError(f"{source}: {where}.conclusive_in: a detection counts only conclusive "
+                        f"runs already (found_in of them); remove conclusive_in")
     return Expectation(anomalies, attributed, found_in,
-                       float(within) if within is not None else None, any_of, absent)
+                       float(within) if within is not None else None, any_of, absent,
+                       conclusive_in)
+
+
+def _needs(value: Any, source: str, where: str) -> tuple[str, ...] | None:
+    """A `needs` list of fault names (None when absent)."""
+    if value is None:
+        return None
+    if not isinstance(value, list) or not all(isinstance(v, str) and v for v in value):
+        raise PlanError(f"{source}: {where}.needs must be a list of fault names, e.g. "
+                        f"[\"strand-follower\"], or [] for none, got {value!r}")
+    for name in value:
+        if name not in FAULTS:
+            raise _unknown(source, f"{where}.needs", "fault (`kchaos run --nemesis list`)",
+                           name, set(FAULTS))
+    return tuple(dict.fromkeys(value))
 
 
 def _matrix(matrix: Any, defaults: dict[str, Any], seeds: tuple[int, ...],
@@ -355,7 +434,9 @@ def _matrix(matrix: Any, defaults: dict[str, Any], seeds: tuple[int, ...],
         if not isinstance(body, Mapping):
             raise PlanError(f"{source}: {where} must be a table of options")
         expect = _expectation(body.get("expect"), source, f"{where}.expect")
-        options = _options({k: v for k, v in body.items() if k != "expect"}, source, where)
+        needs = _needs(body.get("needs"), source, where)
+        options = _options({k: v for k, v in body.items() if k not in CONFIGURATION_KEYS},
+                           source, where)
         for workload in workloads:
             for nemesis in nemeses:
                 for db in dbs:
@@ -364,7 +445,7 @@ def _matrix(matrix: Any, defaults: dict[str, Any], seeds: tuple[int, ...],
                     layer = {"workload": workload, **({"nemesis": nemesis} if nemesis else {})}
                     cells.append(_cell(label, label, db, config_name,
                                        _merge(defaults, options, layer), seeds, expect,
-                                       source))
+                                       needs, source))
     return cells
 
 
@@ -382,17 +463,21 @@ def _explicit(entry: Any, defaults: dict[str, Any], seeds: tuple[int, ...], sour
     dbs = _names(entry.get("dbs", [defaults.get("db", "kchaos")]), source, f"{where}.dbs")
     cell_seeds = _seeds(entry["seeds"], source, f"{where}.seeds") if "seeds" in entry else seeds
     expect = _expectation(entry.get("expect"), source, f"{where}.expect")
+    needs = _needs(entry.get("needs"), source, where)
     return [_cell(f"{label}.{db}", label, db, "", _merge(defaults, options), cell_seeds,
-                  expect, source) for db in dbs]
+                  expect, needs, source) for db in dbs]
 
 
 def _cell(name: str, label: str, db: str, configuration: str, options: dict[str, Any],
-          seeds: tuple[int, ...], expect: Expectation, source: str) -> Cell:
+          seeds: tuple[int, ...], expect: Expectation, needs: tuple[str, ...] | None,
+          source: str) -> Cell:
     """The cell, its options validated as `kchaos run` validates them."""
     options = {k: v for k, v in options.items() if k != "db"}
-    if expect.found_in is not None and expect.found_in > len(seeds):
-        raise PlanError(f"{source}: cell {name}: expect.found_in is {expect.found_in} but "
-                        f"the cell has {len(seeds)} seeds")
+    for key in ("found_in", "conclusive_in"):
+        count = getattr(expect, key)
+        if count is not None and count > len(seeds):
+            raise PlanError(f"{source}: cell {name}: expect.{key} is {count} but the cell "
+                            f"has {len(seeds)} seeds")
     with tempfile.TemporaryDirectory(prefix="kchaos-plan-") as folder:
         path = Path(folder) / f"{name}.toml"
         path.write_text(toml_text({**options, "db": db, "name": name, "no_check": True}),
@@ -404,8 +489,16 @@ def _cell(name: str, label: str, db: str, configuration: str, options: dict[str,
             raise PlanError(f"{source}: cell {name}: {message}") from error
     zookeepers = 0 if getattr(config.db, "colocate", False) else getattr(config.db,
                                                                          "zookeepers", 0)
+    scenario = SCENARIOS.get(config.run.scenario or "")
+    faults = tuple(scenario.faults if scenario is not None
+                   else expand(config.nemesis.nemesis))
+    missing = [fault for fault in needs or () if fault not in faults]
+    if missing:
+        raise PlanError(f"{source}: cell {name}: needs {', '.join(missing)}, which its runs "
+                        f"never ask for (they ask for {', '.join(faults) or 'no fault'}); "
+                        f"add it to the nemesis or remove it from needs")
     return Cell(name, label, db, configuration, options, seeds, expect,
-                config.run.time_limit, config.run.nodes, zookeepers)
+                config.run.time_limit, config.run.nodes, zookeepers, faults, needs)
 
 
 def _toml_value(value: Any) -> str:

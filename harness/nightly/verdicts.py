@@ -1,5 +1,5 @@
 """What a night's runs showed, and whether each cell met its expectation (pure functions
-over a run folder's results.json and history, so they are tested on synthetic data).
+over a run folder's results.json, test and history, so they are tested on synthetic data).
 
 Facts of a run (`run_facts`), from its stored files:
 
@@ -7,26 +7,33 @@ Facts of a run (`run_facts`), from its stored files:
 - `anomalies`: every anomaly type any checker reported with its count (the largest
   count when several checkers report one type), allowed by the configuration or not;
 - `failing`: the types that were not allowed (they made the run invalid);
-- `first_anomaly_s`: seconds of test time to the first anomaly: of each witness the
-  earliest op it names (its `ops`, history indices, mapped to the history's `time`),
-  the earliest of them over the anomaly types that matter (a detection cell's expected
-  types and attribution, a valid cell's failing types). Checkers keep a few witnesses
-  per type, so this is the earliest among those;
+- `took_effect`: how many times each fault took effect (results.json's
+  `checkers.faults.stats.took_effect`; None when the faults checker did not run);
+- `inconclusive`: why the run counts as neither found nor valid, or None. A run is
+  inconclusive when a fault its cell needs never took effect: every fault of the
+  cell's `needs`, or, without `needs`, at least one of the faults the cell asks for
+  (`needs = []` and a cell without faults need none); with no fault accounting in
+  results.json, a run that needs a fault is inconclusive too;
+- `detection_s` and `detection`: the time to detection (`harness.nightly.detection`) of
+  the anomaly types that matter (a detection cell's attributed types when it has
+  `attributed_to`, else its expected types; a valid cell's failing types), with the
+  witness's type, the op that revealed it and the fault episode that caused it;
 - `ops_per_s`: client ops (invocations) over the history's length, as the report's
   subtitle counts them ("N client ops over T s");
 - `availability`: the availability checker's overall measure, 1 - the fraction of
   client-phase seconds without an ok send (None when it did not run).
 
-A run showing a type of `absent` (allowed or not) meets nothing. Otherwise, a run meets
-a valid cell's expectation when its verdict is True ("unknown" is not valid). It meets
-a detection when every expected type was found (allowed or not, count > 0), at least
-one of `any_of` was, the attribution holds (`attributed_to = X`: some
-checker reports `X-loss` or `X`, so "unclean-election" is the elections checker's
-`unclean-election-loss`) and, with
-`within`, its first expected anomaly came at most that many seconds into the test. A
-valid cell is met when every seed's run met it; a detection cell when at least
-`found_in` of its seeds did (default every seed). A run skipped for the budget, or
-that ended in a harness error, meets nothing.
+A run showing a type of `absent` (allowed or not) meets nothing, and an inconclusive
+run meets nothing. Otherwise, a run meets a valid cell's expectation when its verdict is
+True ("unknown" is not valid). It meets a detection when every expected type was found
+(allowed or not, count > 0), at least one of `any_of` was, the attribution holds
+(`attributed_to = X`: some checker reports `X-loss` or `X`, so "unclean-election" is
+the elections checker's `unclean-election-loss`) and, with `within`, its time to
+detection is at most that many seconds. A detection cell is met when at least
+`found_in` of its conclusive runs met it (default: every seed); a valid cell when
+every conclusive run met it and at least `conclusive_in` runs were conclusive
+(default: every seed). A run skipped for the budget, or that ended in a harness error,
+is not conclusive.
 """
 
 from __future__ import annotations
@@ -38,12 +45,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from harness.nightly.detection import first_detection, scan_history
 from harness.nightly.plan import Cell, Expectation
-from harness.store import HISTORY_FILE, RESULTS_FILE
+from harness.store import HISTORY_FILE, RESULTS_FILE, read_test
 from reports.summary import headline
 
 __all__ = ["CellOutcome", "RunFacts", "attributed", "cell_outcome", "expected_found",
-           "run_facts", "run_meets"]
+           "inconclusive", "run_facts", "run_meets"]
 
 NS = 1e9
 
@@ -54,14 +62,15 @@ class RunFacts:
     summary: str = ""
     anomalies: dict[str, int] = field(default_factory=dict)
     failing: dict[str, int] = field(default_factory=dict)
-    first_anomaly_s: float | None = None
+    detection_s: float | None = None
+    detection: dict[str, Any] | None = None
     ops_per_s: float | None = None
     availability: float | None = None
+    took_effect: dict[str, int] | None = None
+    inconclusive: str | None = None
 
     def to_json(self) -> dict[str, Any]:
-        return {"valid": self.valid, "summary": self.summary, "anomalies": self.anomalies,
-                "failing": self.failing, "first_anomaly_s": self.first_anomaly_s,
-                "ops_per_s": self.ops_per_s, "availability": self.availability}
+        return dict(self.__dict__)
 
 
 def anomaly_counts(results: Mapping[str, Any]) -> tuple[dict[str, int], dict[str, int]]:
@@ -94,17 +103,17 @@ def expected_found(expect: Expectation, found: Mapping[str, int]) -> bool:
 
 
 def relevant_types(expect: Expectation, results: Mapping[str, Any]) -> set[str]:
-    """The anomaly types whose first witness counts for the time to first anomaly."""
+    """The anomaly types whose witnesses count for the time to detection."""
     if expect.valid:
         return set(anomaly_counts(results)[1])
-    kinds = set(expect.anomalies) | set(expect.any_of)
     if expect.attributed_to:
-        kinds |= {expect.attributed_to, f"{expect.attributed_to}-loss"}
-    return kinds
+        return {expect.attributed_to, f"{expect.attributed_to}-loss"}
+    return set(expect.anomalies) | set(expect.any_of)
 
 
-def witness_ops(results: Mapping[str, Any], kinds: set[str]) -> list[list[int]]:
-    """The op indices of every witness of the anomaly types `kinds`."""
+def witnesses(results: Mapping[str, Any],
+              kinds: set[str]) -> list[tuple[str, Mapping[str, Any]]]:
+    """(type, witness) of every witness of the anomaly types `kinds`."""
     found = []
     for body in (results.get("checkers") or {}).values():
         if not isinstance(body, Mapping):
@@ -112,68 +121,65 @@ def witness_ops(results: Mapping[str, Any], kinds: set[str]) -> list[list[int]]:
         for kind, anomaly in (body.get("anomalies") or {}).items():
             if kind not in kinds or not isinstance(anomaly, Mapping):
                 continue
-            for example in anomaly.get("examples") or []:
-                ops = example.get("ops") if isinstance(example, Mapping) else None
-                if isinstance(ops, list):
-                    found.append([i for i in ops if isinstance(i, int)])
-    return [ops for ops in found if ops]
+            found += [(kind, example) for example in anomaly.get("examples") or []
+                      if isinstance(example, Mapping)]
+    return found
 
 
-@dataclass
-class _HistoryScan:
-    times: dict[int, int]
-    client_ops: int
-    end_ns: int
-
-
-def _scan_history(path: Path, wanted: set[int]) -> _HistoryScan | None:
-    """The times of the ops `wanted`, the client invocations and the last op's time."""
-    times: dict[int, int] = {}
-    invokes = 0
-    end = 0
-    try:
-        with open(path, encoding="utf-8") as handle:
-            for line in handle:
-                try:
-                    op = json.loads(line)
-                except ValueError:
-                    continue  # a torn last line; the checkers judge the history itself
-                if not isinstance(op, dict):
-                    continue
-                time = op.get("time")
-                if isinstance(time, int):
-                    end = max(end, time)
-                    if op.get("index") in wanted:
-                        times[op["index"]] = time
-                if op.get("type") == "invoke" and op.get("process") != "nemesis":
-                    invokes += 1
-    except OSError:
+def took_effect(results: Mapping[str, Any]) -> dict[str, int] | None:
+    """Fault name -> times it took effect, from the faults checker (None: it did not run)."""
+    stats = ((results.get("checkers") or {}).get("faults") or {}).get("stats")
+    counts = stats.get("took_effect") if isinstance(stats, Mapping) else None
+    if not isinstance(counts, Mapping):
         return None
-    return _HistoryScan(times, invokes, end)
+    return {str(name): n for name, n in counts.items() if isinstance(n, int)}
 
 
-def run_facts(run_dir: Path, expect: Expectation) -> RunFacts:
-    """The facts of a stored run (results.json and history.jsonl), for `expect`."""
+def inconclusive(cell: Cell, counts: Mapping[str, int] | None) -> str | None:
+    """Why a run of `cell` whose faults took effect `counts` times is inconclusive, or None."""
+    needed = cell.faults if cell.needs is None else cell.needs
+    if not needed:
+        return None
+    if counts is None:
+        return "inconclusive: no fault accounting in results.json (the faults checker did not run)"
+    if cell.needs is None:
+        if any(counts.get(fault, 0) > 0 for fault in needed):
+            return None
+        return (f"inconclusive: {needed[0]} never took effect" if len(needed) == 1 else
+                f"inconclusive: none of {', '.join(needed)} took effect")
+    never = [fault for fault in needed if counts.get(fault, 0) <= 0]
+    if not never:
+        return None
+    return f"inconclusive: {', '.join(never)} never took effect"
+
+
+def run_facts(run_dir: Path, cell: Cell) -> RunFacts:
+    """The facts of a stored run (results.json, the test and history.jsonl) of `cell`."""
     try:
         results = json.loads((run_dir / RESULTS_FILE).read_text(encoding="utf-8"))
     except (OSError, ValueError):
         results = None
     if not isinstance(results, dict):
         results = {}
-    facts = facts_of(results, expect, run_dir / HISTORY_FILE)
-    return facts
+    try:
+        test = read_test(run_dir)
+    except (OSError, ValueError):
+        test = {}
+    return facts_of(results, cell, run_dir / HISTORY_FILE, test)
 
 
-def facts_of(results: Mapping[str, Any], expect: Expectation, history: Path) -> RunFacts:
+def facts_of(results: Mapping[str, Any], cell: Cell, history: Path,
+             test: Mapping[str, Any] | None = None) -> RunFacts:
+    """The facts of a run of `cell` from its results.json body, history file and test."""
     found, failing = anomaly_counts(results)
-    witnesses = witness_ops(results, relevant_types(expect, results))
-    scan = _scan_history(history, {i for ops in witnesses for i in ops})
-    first = None
+    scan = scan_history(history)
+    detection = None
     ops_per_s = None
     if scan is not None:
-        starts = [min(scan.times[i] for i in ops if i in scan.times) for ops in witnesses
-                  if any(i in scan.times for i in ops)]
-        first = round(min(starts) / NS, 3) if starts else None
+        start_wall_ms = (test or {}).get("start_wall_ms")
+        detection = first_detection(witnesses(results, relevant_types(cell.expect, results)),
+                                    scan, start_wall_ms if isinstance(start_wall_ms, int | float)
+                                    else None)
         if scan.end_ns > 0:
             ops_per_s = round(scan.client_ops / (scan.end_ns / NS), 2)
     overall = (((results.get("checkers") or {}).get("availability") or {}).get("stats")
@@ -182,14 +188,22 @@ def facts_of(results: Mapping[str, Any], expect: Expectation, history: Path) -> 
     valid = results.get("valid") if "valid" in results else None
     if valid not in (True, False, None):
         valid = "unknown"
+    counts = took_effect(results)
     return RunFacts(valid, headline(results) if results else "no results", found, failing,
-                    first, ops_per_s,
-                    round(1 - fraction, 4) if isinstance(fraction, int | float) else None)
+                    detection.seconds if detection else None,
+                    detection.to_json() if detection else None, ops_per_s,
+                    round(1 - fraction, 4) if isinstance(fraction, int | float) else None,
+                    counts, inconclusive(cell, counts) if results else None)
+
+
+def conclusive(facts: RunFacts | None) -> bool:
+    """A run with results whose needed faults took effect."""
+    return facts is not None and facts.valid is not None and facts.inconclusive is None
 
 
 def run_meets(expect: Expectation, facts: RunFacts | None) -> bool:
     """Whether one run met its cell's expectation (None: the run has no facts)."""
-    if facts is None or facts.valid is None:
+    if facts is None or not conclusive(facts):
         return False
     if any(facts.anomalies.get(kind, 0) > 0 for kind in expect.absent):
         return False
@@ -197,8 +211,8 @@ def run_meets(expect: Expectation, facts: RunFacts | None) -> bool:
         return facts.valid is True
     if not expected_found(expect, facts.anomalies):
         return False
-    return expect.within is None or (facts.first_anomaly_s is not None
-                                     and facts.first_anomaly_s <= expect.within)
+    return expect.within is None or (facts.detection_s is not None
+                                     and facts.detection_s <= expect.within)
 
 
 @dataclass
@@ -211,7 +225,10 @@ class CellOutcome:
     needed: int
     skipped: int
     errors: int
-    median_first_anomaly_s: float | None
+    conclusive: int
+    inconclusive: int
+    median_detection_s: float | None
+    max_detection_s: float | None
     median_ops_per_s: float | None
     median_availability: float | None
     anomalies: dict[str, int]
@@ -231,30 +248,45 @@ def cell_outcome(cell: Cell, facts: Sequence[RunFacts | None], skipped: int = 0,
     """A cell's outcome from the facts of its runs (None for a run without results:
     skipped or a harness error, counted in `skipped` and `errors`)."""
     expect = cell.expect
-    met_runs = [f for f in facts if run_meets(expect, f)]
-    needed = cell.needed()
     present = [f for f in facts if f is not None]
+    counted = [f for f in present if conclusive(f)]
+    unsure = [f for f in present if f.valid is not None and f.inconclusive is not None]
+    met_runs = [f for f in counted if run_meets(expect, f)]
+    needed = cell.needed()
     total: dict[str, int] = {}
     for f in present:
         for kind, count in f.anomalies.items():
             total[kind] = total.get(kind, 0) + count
-    met = len(met_runs) >= needed
+    notes = [f"{len(unsure)} inconclusive ({_why(unsure)})" if unsure else "",
+             f"{skipped} skipped (budget)" if skipped else "",
+             f"{errors} harness errors" if errors else ""]
     if expect.valid:
-        bad = [f.summary for f in present if not run_meets(expect, f)]
-        reason = "valid in every seed" if met else "; ".join(
-            filter(None, [f"{len(bad)} of {len(facts)} runs not valid" if bad else "",
-                          *(bad[:3]),
-                          f"{skipped} skipped (budget)" if skipped else "",
-                          f"{errors} harness errors" if errors else ""]))
+        bad = [f.summary for f in counted if not run_meets(expect, f)]
+        met = not bad and len(counted) >= needed
+        head = (f"{len(bad)} of {len(counted)} conclusive runs not valid" if bad else
+                f"valid in {len(counted)} of {len(facts)} runs, all conclusive ones"
+                f" (needs {needed} conclusive)")
+        reason = "; ".join(filter(None, [head, *bad[:3], *notes]))
     else:
-        reason = (f"found in {len(met_runs)} of {len(facts)} seeds (needs {needed})"
-                  + (f"; {skipped} skipped (budget)" if skipped else "")
-                  + (f"; {errors} harness errors" if errors else ""))
+        met = len(met_runs) >= needed
+        reason = "; ".join(filter(None, [
+            f"found in {len(met_runs)} of {len(counted)} conclusive runs, {len(facts)} seeds "
+            f"(needs {needed})", *notes]))
+    timed = [f.detection_s for f in (counted if expect.valid else
+                                     [f for f in counted if expected_found(expect,
+                                                                           f.anomalies)])]
     return CellOutcome(
         met=met, runs=len(facts), runs_met=len(met_runs), needed=needed, skipped=skipped,
-        errors=errors,
-        median_first_anomaly_s=_median(f.first_anomaly_s for f in
-                                       (met_runs if not expect.valid else present)),
+        errors=errors, conclusive=len(counted), inconclusive=len(unsure),
+        median_detection_s=_median(timed),
+        max_detection_s=max((s for s in timed if s is not None), default=None),
         median_ops_per_s=_median(f.ops_per_s for f in present),
         median_availability=_median(f.availability for f in present),
         anomalies=dict(sorted(total.items())), reason=reason)
+
+
+def _why(runs: Sequence[RunFacts]) -> str:
+    """The distinct reasons of inconclusive runs, without their common prefix."""
+    reasons = dict.fromkeys((f.inconclusive or "").removeprefix("inconclusive: ")
+                            for f in runs)
+    return "; ".join(reasons)

@@ -137,22 +137,35 @@ def test_options_round_trip_through_the_child_toml():
 # --- expectations on synthetic results --------------------------------------------------------
 
 
-def write_history(path: Path, ops: list[tuple[int, str, object]]) -> Path:
-    """(time ns, type, process) per op; indices dense."""
+def write_history(path: Path, ops: list[tuple]) -> Path:
+    """(time ns, type, process[, f, value]) per op; indices dense."""
     with open(path, "w") as handle:
-        for index, (time, kind, process) in enumerate(ops):
-            handle.write(json.dumps({"index": index, "time": time, "type": kind,
-                                     "process": process, "f": "send", "value": []}) + "\n")
+        for index, (time, kind, process, *rest) in enumerate(ops):
+            f, value = rest if rest else ("send", [])
+            op = {"index": index, "time": time, "type": kind, "process": process, "f": f,
+                  "value": value}
+            if process == "nemesis":
+                op["fault"] = FAULT_OF.get(f, f)
+            handle.write(json.dumps(op) + "\n")
     return path
 
 
+FAULT_OF = {"kill": "kill", "start": "kill", "start-partition": "partition-one",
+            "stop-partition": "partition-one"}
+
+
 def results(valid, anomalies: dict[str, dict], allowed: dict[str, list] | None = None,
-            fraction: float | None = 0.25) -> dict:
+            fraction: float | None = 0.25, took_effect: dict[str, int] | None = None) -> dict:
     checkers: dict = {}
     for name, kinds in anomalies.items():
         checkers[name] = {"valid": True, "allowed": (allowed or {}).get(name, []),
                           "anomalies": kinds}
     checkers["availability"] = {"valid": True, "stats": {"overall": {"fraction": fraction}}}
+    effect = {"kill": 1} if took_effect is None else took_effect
+    checkers["faults"] = {"valid": True, "anomalies": {}, "stats": {
+        "asked": ["partition-one", "kill", "pause"], "invoked": dict(effect),
+        "took_effect": effect, "never": [f for f in ("partition-one", "kill", "pause")
+                                         if not effect.get(f)]}}
     return {"valid": valid, "checkers": checkers}
 
 
@@ -160,7 +173,15 @@ UNCLEAN = results(True, {
     "queue": {"lost-write": {"count": 3, "examples": [{"ops": [2, 3]}, {"ops": [4, 5]}]}},
     "elections": {"unclean-election-loss": {"count": 3, "examples": [{"ops": [4, 5]}]}},
 }, {"queue": ["lost-write"], "elections": ["unclean-election-loss"]})
-DETECT = Expectation(("lost-write",), "unclean-election")
+
+
+def cell_of(expect: str = '"valid"', seeds: int = 1, extra: str = ""):
+    """A cell of the default nemesis (partition, kill, pause) with `expect`."""
+    return plan_of(f'seeds = {seeds}\n[[cell]]\nname = "c"\nexpect = {expect}\n'
+                   f'{extra}').cells[0]
+
+
+DETECT = cell_of('{anomalies = ["lost-write"], attributed_to = "unclean-election"}')
 
 
 @pytest.fixture
@@ -168,73 +189,238 @@ def history(tmp_path):
     return write_history(tmp_path / "history.jsonl", [
         (0, "invoke", 0), (1_000_000_000, "ok", 0), (2_000_000_000, "invoke", 1),
         (3_000_000_000, "ok", 1), (4_500_000_000, "invoke", 2), (5_000_000_000, "ok", 2),
-        (6_000_000_000, "info", "nemesis"), (8_000_000_000, "invoke", 3)])
+        (6_000_000_000, "info", "nemesis", "kill", {"n1": "killed"}),
+        (8_000_000_000, "invoke", 3)])
 
 
-def test_allowed_anomalies_count_for_a_detection_and_give_the_first_anomaly_time(history):
+def test_allowed_anomalies_count_for_a_detection_and_give_the_time_to_detection(history):
     facts = facts_of(UNCLEAN, DETECT, history)
-    assert facts.valid is True and facts.failing == {}
+    assert facts.valid is True and facts.failing == {} and facts.inconclusive is None
     assert facts.anomalies == {"lost-write": 3, "unclean-election-loss": 3}
-    assert facts.first_anomaly_s == 2.0  # the earliest op of the earliest witness
+    # the attributed witness [4, 5] is revealed by op 5 at 5 s; the kill came later, so
+    # no fault caused it and the time counts from the test's start
+    assert facts.detection == {"type": "unclean-election-loss", "reveal_op": 5,
+                               "reveal_s": 5.0, "fault": None, "fault_start_s": 0.0,
+                               "seconds": 5.0}
     assert facts.ops_per_s == 0.5  # 4 client invocations over 8 s
     assert facts.availability == 0.75
-    assert run_meets(DETECT, facts)
+    assert facts.took_effect == {"kill": 1}
+    assert run_meets(DETECT.expect, facts)
     assert not run_meets(Expectation(("lost-write",), "clean-election"), facts)
     assert not run_meets(Expectation(("duplicate",)), facts)
     assert run_meets(Expectation((), "unclean-election"), facts)
-    assert not run_meets(Expectation(("lost-write",), within=1.5), facts)
-    assert run_meets(Expectation(("lost-write",), within=2.0), facts)
+    assert not run_meets(Expectation(("lost-write",), within=4.5), facts)
+    assert run_meets(Expectation(("lost-write",), within=5.0), facts)
     assert run_meets(Expectation(any_of=("G1c", "lost-write")), facts)
     assert not run_meets(Expectation(any_of=("G1c", "duplicate")), facts)
     # a valid cell asks for the verdict: loss the configuration allows keeps a run valid
-    assert run_meets(Expectation(), facts_of(UNCLEAN, Expectation(), history))
+    assert run_meets(Expectation(), facts_of(UNCLEAN, cell_of(), history))
 
 
 def test_a_valid_cell_needs_valid_true_in_every_seed(history):
-    cell = plan_of('seeds = 3\n[[cell]]\nname = "a"').cells[0]
-    valid = facts_of(results(True, {}), cell.expect, history)
-    unknown = facts_of(results("unknown", {}), cell.expect, history)
+    cell = cell_of(seeds=3)
+    valid = facts_of(results(True, {}), cell, history)
+    unknown = facts_of(results("unknown", {}), cell, history)
     invalid = facts_of(results(False, {"queue": {"duplicate": {"count": 2, "examples": [
-        {"ops": [6, 7]}]}}}), cell.expect, history)
-    assert invalid.failing == {"duplicate": 2} and invalid.first_anomaly_s == 6.0
+        {"ops": [6, 7]}]}}}), cell, history)
+    assert invalid.failing == {"duplicate": 2} and invalid.detection_s == 2.0  # kill at 6 s
     assert cell_outcome(cell, [valid, valid, valid]).met
     outcome = cell_outcome(cell, [valid, unknown, invalid])
     assert not outcome.met and outcome.runs_met == 1
-    assert "2 of 3 runs not valid" in outcome.reason and "INVALID: duplicate 2" in outcome.reason
+    assert "2 of 3 conclusive runs not valid" in outcome.reason
+    assert "INVALID: duplicate 2" in outcome.reason
     assert not cell_outcome(cell, [valid, valid, None], skipped=1).met
 
 
 def test_a_detection_cell_is_met_in_found_in_of_its_seeds(history):
-    cell = plan_of('seeds = 5\n[[cell]]\nname = "d"\nexpect = {anomalies = ["lost-write"], '
-                   'attributed_to = "unclean-election", found_in = 4}').cells[0]
-    found = facts_of(UNCLEAN, cell.expect, history)
-    missed = facts_of(results(True, {}), cell.expect, history)
+    cell = cell_of('{anomalies = ["lost-write"], attributed_to = "unclean-election", '
+                   'found_in = 4}', seeds=5)
+    found = facts_of(UNCLEAN, cell, history)
+    missed = facts_of(results(True, {}), cell, history)
     outcome = cell_outcome(cell, [found, found, found, found, missed])
     assert outcome.met and outcome.runs_met == 4 and outcome.needed == 4
-    assert outcome.median_first_anomaly_s == 2.0
-    assert outcome.reason == "found in 4 of 5 seeds (needs 4)"
+    assert outcome.median_detection_s == 5.0 and outcome.max_detection_s == 5.0
+    assert outcome.reason == "found in 4 of 5 conclusive runs, 5 seeds (needs 4)"
     assert not cell_outcome(cell, [found, found, found, missed, None], errors=1).met
 
 
 def test_an_absent_type_fails_a_run_even_where_its_configuration_allows_it(history):
-    cell = plan_of('seeds = 2\n[[cell]]\nname = "fixed"\n'
-                   'expect = {absent = ["lost-write"]}').cells[0]
+    cell = cell_of('{absent = ["lost-write"]}', seeds=2)
     assert cell.expect.valid and cell.expect.absent == ("lost-write",)
     assert cell.expect.to_json() == {"anomalies": [], "absent": ["lost-write"]}
     assert cell.expect.describe() == "valid in every seed, without lost-write"
-    lossy = facts_of(UNCLEAN, cell.expect, history)
-    clean = facts_of(results(True, {}), cell.expect, history)
+    lossy = facts_of(UNCLEAN, cell, history)
+    clean = facts_of(results(True, {}), cell, history)
     assert lossy.valid is True and not run_meets(cell.expect, lossy)
     outcome = cell_outcome(cell, [clean, lossy])
-    assert not outcome.met and outcome.runs_met == 1 and "1 of 2 runs not valid" in outcome.reason
+    assert not outcome.met and outcome.runs_met == 1
+    assert "1 of 2 conclusive runs not valid" in outcome.reason
     assert cell_outcome(cell, [clean, clean]).met
     assert not run_meets(Expectation(("unclean-election-loss",), absent=("lost-write",)), lossy)
 
 
 def test_missing_results_meet_nothing(tmp_path):
-    facts = facts_of({}, Expectation(), tmp_path / "none.jsonl")
+    facts = facts_of({}, cell_of(), tmp_path / "none.jsonl")
     assert facts.valid is None and not run_meets(Expectation(), facts)
-    assert not run_meets(DETECT, None)
+    assert not run_meets(DETECT.expect, None)
+
+
+# --- needs and inconclusive runs --------------------------------------------------------------
+
+
+def test_a_run_whose_needed_fault_never_took_effect_is_neither_found_nor_valid(history):
+    strand = cell_of('{anomalies = ["lost-write"], found_in = 1}', seeds=2,
+                     extra='options = {nemesis = "strand-follower,kill"}\nneeds = ["strand-follower"]')
+    assert strand.faults == ("strand-follower", "kill") and strand.needs == ("strand-follower",)
+    lossy = {**UNCLEAN, "checkers": dict(UNCLEAN["checkers"])}
+    lossy["checkers"]["faults"] = results(True, {}, took_effect={"kill": 3})["checkers"]["faults"]
+    facts = facts_of(lossy, strand, history)
+    assert facts.inconclusive == "inconclusive: strand-follower never took effect"
+    assert not run_meets(strand.expect, facts)  # the loss was found, but not for its reason
+    outcome = cell_outcome(strand, [facts, facts])
+    assert not outcome.met and outcome.conclusive == 0 and outcome.inconclusive == 2
+    assert "2 inconclusive (strand-follower never took effect)" in outcome.reason
+    took = {**lossy, "checkers": {**lossy["checkers"], "faults": results(
+        True, {}, took_effect={"strand-follower": 1})["checkers"]["faults"]}}
+    met = facts_of(took, strand, history)
+    assert met.inconclusive is None and run_meets(strand.expect, met)
+    assert cell_outcome(strand, [met, facts]).met  # found in 1 conclusive run of 1 needed
+
+
+def test_by_default_one_of_the_cells_faults_must_take_effect_and_needs_empty_opts_out(history):
+    default = cell_of()  # partition, kill, pause
+    assert default.needs is None and "kill" in default.faults
+    nothing = results(True, {}, took_effect={})
+    assert facts_of(nothing, default, history).inconclusive == (
+        "inconclusive: none of " + ", ".join(default.faults) + " took effect")
+    assert facts_of(results(True, {}, took_effect={"pause": 1}), default,
+                    history).inconclusive is None
+    assert facts_of(nothing, cell_of(extra="needs = []"), history).inconclusive is None
+    quiet = cell_of(extra='options = {nemesis = "none"}')
+    assert quiet.faults == () and facts_of(nothing, quiet, history).inconclusive is None
+    no_accounting = results(True, {})
+    del no_accounting["checkers"]["faults"]
+    assert "no fault accounting" in facts_of(no_accounting, default, history).inconclusive
+    staged = plan_of('[[cell]]\nname = "s"\noptions = {scenario = "unclean-2013"}\n'
+                     'needs = ["expire-session"]').cells[0]
+    assert staged.faults == ("leader-from-followers", "expire-session")
+
+
+def test_a_valid_cell_needs_conclusive_in_conclusive_runs_all_valid(history):
+    cell = cell_of(seeds=3)
+    valid = facts_of(results(True, {}), cell, history)
+    unsure = facts_of(results(True, {}, took_effect={}), cell, history)
+    outcome = cell_outcome(cell, [valid, valid, unsure])
+    assert not outcome.met and outcome.conclusive == 2 and outcome.needed == 3
+    lenient = cell_of("{conclusive_in = 2}", seeds=3)
+    assert lenient.expect.valid and lenient.expect.describe() == (
+        "valid in at least 2 conclusive runs")
+    assert cell_outcome(lenient, [valid, valid, unsure]).met
+    assert not cell_outcome(lenient, [valid, unsure, unsure]).met
+    invalid = facts_of(results(False, {"queue": {"duplicate": {"count": 1, "examples": [
+        {"ops": [7]}]}}}), lenient, history)
+    assert not cell_outcome(lenient, [valid, valid, invalid]).met
+
+
+def test_junit_skips_an_inconclusive_run_of_a_met_cell_and_fails_it_in_an_unmet_one(tmp_path):
+    text = NIGHT.replace("[1, 13]", "[1, 2]")
+    plan = plan_of(text)
+    night = new_night(tmp_path, plan, text)
+    cells = {cell.name: cell for cell in plan.cells}
+    assert execute(night, cells, 1, None, open("/dev/null", "w"), command=stand_in(tmp_path))
+    give_results(night, {"valid.kchaos": results(True, {}, took_effect={}),
+                         "finds.kchaos": UNCLEAN})
+    for record in night.runs:  # the first seed of the detection cell did nothing
+        if record.cell == "finds.kchaos" and record.seed == 1:
+            (night.folder / record.run_dir / "results.json").write_text(json.dumps(
+                results(True, {}, took_effect={})))
+    outcomes = evaluate(night, cells)
+    assert outcomes["finds.kchaos"].met and not outcomes["valid.kchaos"].met
+    tree = junit_tree("t", cells, night.runs, outcomes).getroot()
+    skipped = tree.find("testcase[@name='finds.kchaos seed=1']/skipped")
+    assert skipped.attrib["message"].startswith("inconclusive: none of partition-one")
+    failure = tree.find("testcase[@name='valid.kchaos seed=1']/failure")
+    assert failure.attrib["type"] == "inconclusive"
+    assert tree.attrib["failures"] == "2" and tree.attrib["skipped"] == "1"
+    state = json.loads((night.folder / "night.json").read_text())
+    assert state["outcomes"]["valid.kchaos"]["inconclusive"] == 2
+    page = write_night_page(night.folder, night.state).read_text()
+    assert "inconclusive: none of partition-one" in page
+
+
+# --- time to detection ------------------------------------------------------------------------
+
+S = 1_000_000_000
+
+
+def lost_write_history(tmp_path: Path, reveal_s: float) -> Path:
+    """A send acked at 2 s (offset 0 of key 1), a kill at 10 s, then reads of key 1: the
+    first one above offset 0 at `reveal_s`, and a final read at 50 s."""
+    poll = ["poll", {"1": [[1, 11]]}]
+    return write_history(tmp_path / f"h{reveal_s}.jsonl", [
+        (1 * S, "invoke", 0, "send", [["send", 1, 10]]),
+        (2 * S, "ok", 0, "send", [["send", 1, [0, 10]]]),
+        (5 * S, "info", "nemesis", "start-partition", "no-target"),
+        (10 * S, "info", "nemesis", "kill", {"n1": "killed"}),
+        (12 * S, "info", "nemesis", "start", {"n1": "started"}),
+        (int(reveal_s * S) - 1, "invoke", 1, "poll", [["poll"]]),
+        (int(reveal_s * S), "ok", 1, "poll", [poll]),
+        (50 * S - 1, "invoke", 2, "poll", [["poll"]]),
+        (50 * S, "ok", 2, "poll", [poll])])
+
+
+def lost(*ops: int, election_ms: int | None = None) -> dict:
+    witness = {"key": 1, "value": 10, "offset": 0, "max-read-offset": 1, "ops": list(ops)}
+    if election_ms is not None:
+        witness["election"] = {"time": election_ms, "unclean": False}
+    return witness
+
+
+def test_time_to_detection_runs_from_the_causing_fault_to_the_first_revealing_read(tmp_path):
+    cell = cell_of('{anomalies = ["lost-write"], within = 10}')
+    body = results(False, {"queue": {"lost-write": {"count": 1, "examples": [lost(1, 8)]}}})
+    fast = facts_of(body, cell, lost_write_history(tmp_path, 14.0))
+    # the write's first op (2 s) came before any fault took effect (the partition found
+    # no target): the kill at 10 s is the first after it; the poll at 14 s reveals it,
+    # not the final read at 50 s the witness names
+    assert fast.detection == {"type": "lost-write", "reveal_op": 6, "reveal_s": 14.0,
+                              "fault": "kill", "fault_start_s": 10.0, "seconds": 4.0}
+    assert run_meets(cell.expect, fast)
+    slow = facts_of(body, cell, lost_write_history(tmp_path, 30.0))
+    assert slow.detection_s == 20.0 and not run_meets(cell.expect, slow)
+    outcome = cell_outcome(cell_of('{anomalies = ["lost-write"], within = 10, found_in = 1}',
+                                   seeds=2), [fast, slow])
+    assert outcome.met and outcome.median_detection_s == 12.0 and outcome.max_detection_s == 20.0
+
+
+def test_an_election_names_the_episode_that_caused_the_loss(tmp_path):
+    cell = cell_of('{anomalies = ["lost-write"], attributed_to = "clean-election"}')
+    history = lost_write_history(tmp_path, 30.0)
+    start_wall_ms = 1_000_000
+    # elected at 11 s: the kill (10 s) is the last episode started before it
+    body = results(True, {"elections": {"clean-election-loss": {"count": 1, "examples": [
+        lost(1, 8, election_ms=start_wall_ms + 11_000)]}}})
+    facts = facts_of(body, cell, history, {"start_wall_ms": start_wall_ms})
+    assert facts.detection["fault"] == "kill" and facts.detection_s == 20.0
+    # elected at 4 s, before any fault took effect: counted from the test's start
+    early = results(True, {"elections": {"clean-election-loss": {"count": 1, "examples": [
+        lost(1, 8, election_ms=start_wall_ms + 4_000)]}}})
+    facts = facts_of(early, cell, history, {"start_wall_ms": start_wall_ms})
+    assert facts.detection["fault"] is None and facts.detection_s == 30.0
+
+
+def test_a_cycle_is_revealed_by_its_last_op_and_a_fault_in_force_caused_it(tmp_path):
+    history = write_history(tmp_path / "h.jsonl", [
+        (1 * S, "info", "nemesis", "start-partition", {"n1": ["n2"]}),
+        (2 * S, "invoke", 0, "txn", []), (3 * S, "ok", 0, "txn", []),
+        (4 * S, "invoke", 1, "txn", []), (9 * S, "ok", 1, "txn", []),
+        (20 * S, "info", "nemesis", "stop-partition", "network-healed")])
+    cell = cell_of('{any_of = ["G1c"]}')
+    body = results(False, {"txn": {"G1c": {"count": 1, "examples": [{"ops": [2, 4]}]}}},
+                   took_effect={"partition-one": 1})
+    facts = facts_of(body, cell, history)
+    assert facts.detection == {"type": "G1c", "reveal_op": 4, "reveal_s": 9.0,
+                               "fault": "partition-one", "fault_start_s": 1.0, "seconds": 8.0}
 
 
 # --- the night: state, scheduling, resume, junit, summary, trends -----------------------------
@@ -324,7 +510,7 @@ def test_a_night_runs_every_cell_and_seed_and_judges_them(tmp_path):
     assert error.attrib["message"] == "kchaos: harness error: boom"
     page = write_night_page(night.folder, night.state).read_text()
     assert "CELLS NOT MET: 1 of 2" in page and "valid.kchaos/20260101T000001/report.html" in page
-    assert "Detection" in page and "1/2" in page
+    assert "Detection" in page and "1/1" in page  # found in 1 of 1 conclusive run
 
 
 def test_junit_fails_a_run_only_when_its_cell_is_not_met(tmp_path):
