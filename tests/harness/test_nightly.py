@@ -102,6 +102,34 @@ def test_a_matrix_expands_to_named_cells_with_merged_options_and_seed_major_runs
     ('[matrix]\ndbs = "kchaos"', "matrix.dbs must be a non-empty list"),
     ('[[cell]]\nname = "a b"', "cell[0].name must be a plain name"),
     ('parallel = 0\n[[cell]]\nname = "a"', "parallel must be an integer >= 1"),
+    ('[[cell]]\nname = "a"\nexpect = {absent = ["lost-wirte"]}',
+     "cell a.expect.absent: unknown anomaly type (no checker reports it) 'lost-wirte'; "
+     "did you mean 'lost-write'?"),
+    ('[[cell]]\nname = "a"\nexpect = {anomalies = ["G1-c"]}', "did you mean 'G1c'?"),
+    ('[[cell]]\nname = "a"\nexpect = {any_of = ["duplicate", "comit-rewind"]}',
+     "did you mean 'commit-rewind'?"),
+    ('[[cell]]\nname = "a"\nexpect = {attributed_to = "uncleanelection"}',
+     "cell a.expect.attributed_to: unknown cause (no checker reports it) 'uncleanelection'; "
+     "did you mean 'unclean-election'?"),
+    ('[matrix.configurations.x]\nexpect = {absent = ["lost"]}',
+     "matrix.configurations.x.expect.absent: unknown anomaly type"),
+    ('seeds = 2\n[[cell]]\nname = "a"\nexpect = {absent = ["lost-write"], found_in = 1}',
+     "cell a.expect.found_in: only a detection"),
+    ('[[cell]]\nname = "a"\nexpect = {absent = ["unseen"], within = 60}',
+     "cell a.expect.within: only a detection"),
+    ('seeds = 2\n[[cell]]\nname = "a"\nexpect = {anomalies = ["unseen"], conclusive_in = 1}',
+     "cell a.expect.conclusive_in: a detection counts only conclusive runs"),
+    ('[[cell]]\nname = "a"\nexpect = {conclusive_in = 2}',
+     "cell a.kchaos: expect.conclusive_in is 2 but the cell has 1 seeds"),
+    ('[[cell]]\nname = "a"\nneeds = ["strand-folower"]',
+     "cell a.needs: unknown fault (`kchaos run --nemesis list`) 'strand-folower'; "
+     "did you mean 'strand-follower'?"),
+    ('[[cell]]\nname = "a"\nneeds = "kill"', "cell a.needs must be a list of fault names"),
+    ('[[cell]]\nname = "a"\nneeds = ["strand-follower"]',
+     "cell a.kchaos: needs strand-follower, which its runs never ask for (they ask for "
+     "partition-one,"),
+    ('[[cell]]\nname = "a"\noptions = {nemesis = "none"}\nneeds = ["kill"]',
+     "(they ask for no fault)"),
 ])
 def test_plan_errors_name_the_file_the_key_and_what_to_do(text, expected):
     with pytest.raises(PlanError) as error:
@@ -120,8 +148,18 @@ def test_a_bad_option_value_is_judged_as_kchaos_run_judges_it(tmp_path):
         load_plan(path)
 
 
+@pytest.mark.parametrize("name", suites())
+def test_every_shipped_suite_loads_and_validates(name):
+    plan = load_plan(suite_path(name))
+    assert plan.name == name and plan.cells
+    for cell in plan.cells:
+        assert cell.needs is None or set(cell.needs) <= set(cell.faults)
+        if cell.expect.valid:
+            assert cell.expect.found_in is None and cell.expect.within is None
+
+
 def test_shipped_suites_load_and_an_unknown_suite_lists_them():
-    assert "smoke" in suites()
+    assert {"detection", "versions", "sample", "smoke"} <= set(suites())
     plan = load_plan(suite_path("smoke"))
     assert [cell.expect.valid for cell in plan.cells] == [True, False]
     with pytest.raises(PlanError, match="shipped suites: .*smoke"):
