@@ -99,7 +99,8 @@ def attribute(changes: Sequence[ControllerEvent], ack_ms: float,
 class ElectionChecker(AnalysisChecker):
     """Attributes lost acknowledged writes to controller elections."""
 
-    anomaly_types: ClassVar[tuple[str, ...]] = ("unclean-election-loss", "clean-election-loss", "unexplained-loss")
+    anomaly_types: ClassVar[tuple[str, ...]] = (
+        "unclean-election-loss", "clean-election-loss", "unexplained-loss")
 
     def check_analysis(self, test: Mapping[str, Any], analysis: QueueAnalysis,
                        opts: Mapping[str, Any]) -> Result:

@@ -46,7 +46,8 @@ def counted_losses(test: Mapping[str, Any], analysis: QueueAnalysis) -> list[dic
 class AcksChecker(AnalysisChecker):
     """Per acks level counts and a verdict against the level's promise."""
 
-    anomaly_types: ClassVar[tuple[str, ...]] = ("lost-acknowledged", "lost-allowed-by-configuration")
+    anomaly_types: ClassVar[tuple[str, ...]] = (
+        "lost-acknowledged", "lost-allowed-by-configuration")
 
     def check_analysis(self, test: Mapping[str, Any], analysis: QueueAnalysis,
                        opts: Mapping[str, Any]) -> Result:

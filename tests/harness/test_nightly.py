@@ -308,7 +308,8 @@ def test_missing_results_meet_nothing(tmp_path):
 
 def test_a_run_whose_needed_fault_never_took_effect_is_neither_found_nor_valid(history):
     strand = cell_of('{anomalies = ["lost-write"], found_in = 1}', seeds=2,
-                     extra='options = {nemesis = "strand-follower,kill"}\nneeds = ["strand-follower"]')
+                     extra='options = {nemesis = "strand-follower,kill"}\n'
+                           'needs = ["strand-follower"]')
     assert strand.faults == ("strand-follower", "kill") and strand.needs == ("strand-follower",)
     lossy = {**UNCLEAN, "checkers": dict(UNCLEAN["checkers"])}
     lossy["checkers"]["faults"] = results(True, {}, took_effect={"kill": 3})["checkers"]["faults"]
