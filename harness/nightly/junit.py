@@ -48,7 +48,10 @@ def _failure_message(cell: Cell, record: RunRecord) -> str:
         if failing:
             return "anomalies: " + ", ".join(f"{k} {n}" for k, n in failing.items())
         return str(facts.get("summary") or "not valid")
-    return f"expected: {cell.expect.describe()}; found: {listed}"
+    seconds = facts.get("detection_s")
+    late = (f", detected {seconds:g} s after its fault"
+            if cell.expect.within is not None and isinstance(seconds, int | float) else "")
+    return f"expected: {cell.expect.describe()}; found: {listed}{late}"
 
 
 def _json_or_none(value: object) -> str | None:

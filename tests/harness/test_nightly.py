@@ -26,7 +26,7 @@ from harness.nightly.plan import (
     suites,
     toml_text,
 )
-from harness.nightly.state import find_night, load_night, new_night
+from harness.nightly.state import RunRecord, find_night, load_night, new_night
 from harness.nightly.verdicts import cell_outcome, facts_of, run_meets
 from harness.store import index_store
 from reports.night import write_night_page
@@ -430,6 +430,16 @@ def test_time_to_detection_runs_from_the_causing_fault_to_the_first_revealing_re
     outcome = cell_outcome(cell_of('{anomalies = ["lost-write"], within = 10, found_in = 1}',
                                    seeds=2), [fast, slow])
     assert outcome.met and outcome.median_detection_s == 12.0 and outcome.max_detection_s == 20.0
+    strict = cell_of('{anomalies = ["lost-write"], within = 10}', seeds=2)
+    records = [RunRecord(strict.name, seed, "stored", "r", facts=f.to_json(),
+                         met=run_meets(strict.expect, f)) for seed, f in ((1, fast), (2, slow))]
+    tree = junit_tree("t", {strict.name: strict}, records,
+                      {strict.name: cell_outcome(strict, [fast, slow])}).getroot()
+    assert tree.find("testcase/failure").attrib["message"] == (
+        "expected: finds lost-write within 10 s of its fault in every seed; found: "
+        "lost-write 1, detected 20 s after its fault")
+    props = {p.attrib["name"]: p.attrib["value"] for p in tree.find("testcase").iter("property")}
+    assert props["detection_s"] == "4.0" and json.loads(props["detection"])["fault"] == "kill"
 
 
 def test_an_election_names_the_episode_that_caused_the_loss(tmp_path):
