@@ -1,20 +1,25 @@
 """Time to detection: from the start of the fault episode that caused an anomaly to the
 first op that reveals it (pure functions over a run's history and its witnesses).
 
-- A fault episode is a fault in force (`checker.history.nemesis_periods`: a lasting
-  fault from its start to its stop, an instant fault from its request to its result)
-  that took effect: its value names what it acted on, not "no-target", "not-started",
-  `{"skipped": ...}` or nothing.
+- A fault episode is a fault in force that took effect. The nemesis records each action
+  as its request then its result (two ops of one f in a row; a lone op is both): a
+  lasting fault is in force from the request of its start (a targeted fault acts before
+  it completes) to the result of its stop or of the final `heal`, an instant fault from
+  its request to its result. It took effect when the result names what it acted on, not
+  "no-target", "not-started", `{"skipped": ...}` or nothing.
 - The op that reveals a witness: for a lost write below the highest offset read
-  (`max-read-offset`), the first read of its key at a higher offset after the send;
-  for an unseen write, the last read of its key (the final read that still lacks it),
-  else the history's end; for any other witness, the latest of the ops it names (the
-  read that saw another value, the op that completes a cycle).
+  (`max-read-offset`), the first read of its key at a higher offset after the send; for
+  a write overwritten (`overwritten-by`), the read that saw the other value; for another
+  loss (`unseen`, and the loss types of the acks and elections checkers: `lost-*`,
+  `*-loss`), the history's last read (the final reads end without it); for any other
+  witness, the latest of the ops it names (the op that completes a cycle, the read that
+  saw an aborted write).
 - The episode that caused it: for a loss attributed to an election (the witness names
   its `election`), the last episode that started at or before that election; otherwise
-  the episode in force at the witness's earliest op (the last one started by then),
-  else the first that started after it and before the reveal. Without one, the time
-  counts from the test's start.
+  the episode that had acted (its result came) and had not ended by the witness's
+  earliest op (the last one started), else the first that started after that op and
+  before the reveal. Without one, the time counts from the test's start. The time runs
+  from the episode's request, so a fault that waits before it acts is counted whole.
 - A run's detection is that of the witness revealed first among the anomaly types that
   matter; checkers keep a few witnesses per type, so it is the first among those kept.
 """
@@ -23,13 +28,12 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from checker.history import NEMESIS, Op, nemesis_periods
-from checker.history.errors import HistoryError
-from checker.history.ops import op_from_json
+from checker.history import NEMESIS
+from nemesis.package import FAULTS
 
 __all__ = ["Detection", "Episode", "HistoryScan", "first_detection", "scan_history",
            "took_effect"]
@@ -38,6 +42,10 @@ NS = 1e9
 NS_PER_MS = 1_000_000
 NO_EFFECT = frozenset({"no-target", "not-started"})
 READS = frozenset({"poll", "txn"})
+HEAL = "heal"
+# The f that starts a lasting fault -> the f that stops it.
+STOPS = {fault.start: fault.stop for fault in FAULTS.values() if fault.stop}
+ENDS = frozenset({*STOPS.values(), HEAL})
 
 
 def took_effect(value: Any) -> bool:
@@ -51,21 +59,25 @@ def took_effect(value: Any) -> bool:
 
 @dataclass(frozen=True)
 class Episode:
-    """A fault that took effect, in force from `start` to `end` (ns; None: never healed)."""
+    """A fault that took effect, in force from `start` (its request) to `end` (ns; None:
+    never healed), having acted by `acted` (its result)."""
 
     fault: str
     start: int
+    acted: int
     end: int | None
 
 
 @dataclass
 class HistoryScan:
     """What detection needs of a history: every op's time, every ok read's highest offset
-    per key (time, index, offset, in history order), the fault episodes that took effect
-    (by start), the client invocations and the last op's time."""
+    per key (time, index, offset, in history order), the last ok read (time, index), the
+    fault episodes that took effect (by start), the client invocations and the last op's
+    time."""
 
     times: dict[int, int]
     reads: dict[str, list[tuple[int, int, int]]]
+    last_read: tuple[int, int] | None
     episodes: list[Episode]
     client_ops: int
     end_ns: int
@@ -86,16 +98,68 @@ def _highest_offsets(value: Any) -> dict[str, int]:
     return found
 
 
+@dataclass(frozen=True)
+class _Action:
+    """A nemesis action: its f and fault name, its request's time, its result."""
+
+    f: str
+    fault: str
+    requested: int
+    done: int
+    value: Any
+
+
+def _action(request: Mapping[str, Any], result: Mapping[str, Any]) -> _Action:
+    f = str(request.get("f"))
+    return _Action(f, str(request.get("fault") or result.get("fault") or f), request["time"],
+                   result["time"], result.get("value"))
+
+
+def _actions(ops: Iterable[Mapping[str, Any]]) -> list[_Action]:
+    """The nemesis ops paired: an op with the f of the open request is its result, any
+    other op opens the next request (an unanswered one is its own result)."""
+    found: list[_Action] = []
+    open_op: Mapping[str, Any] | None = None
+    for op in [*ops, {}]:
+        if open_op is not None and op.get("f") == open_op.get("f"):
+            found.append(_action(open_op, op))
+            open_op = None
+            continue
+        if open_op is not None and open_op.get("type") != "invoke":
+            found.append(_action(open_op, open_op))
+        open_op = op or None
+    return found
+
+
+def episodes(ops: Iterable[Mapping[str, Any]]) -> list[Episode]:
+    """The fault episodes that took effect, by start, from the history's nemesis ops."""
+    found: list[Episode] = []
+    lasting: list[tuple[str, int]] = []  # (start f, index in found) of faults in force
+    for action in _actions(ops):
+        ends = [(f, at) for f, at in lasting if action.f == HEAL or STOPS.get(f) == action.f]
+        for item in ends:
+            lasting.remove(item)
+            found[item[1]] = replace(found[item[1]], end=action.done)
+        if action.f in ENDS or not took_effect(action.value):
+            continue
+        found.append(Episode(action.fault, action.requested, action.done,
+                             None if action.f in STOPS else action.done))
+        if action.f in STOPS:
+            lasting.append((action.f, len(found) - 1))
+    return sorted(found, key=lambda e: e.start)
+
+
 def scan_history(path: Path) -> HistoryScan | None:
     """The scan of a history file (None when it cannot be read); torn lines are skipped,
     the checkers judge the history itself."""
     times: dict[int, int] = {}
     reads: dict[str, list[tuple[int, int, int]]] = {}
-    nemesis: list[Op] = []
+    nemesis: list[dict[str, Any]] = []
+    last_read = None
     invokes = 0
     try:
         with open(path, encoding="utf-8") as handle:
-            for number, line in enumerate(handle, 1):
+            for line in handle:
                 try:
                     op = json.loads(line)
                 except ValueError:
@@ -106,22 +170,20 @@ def scan_history(path: Path) -> HistoryScan | None:
                 if isinstance(time, int) and isinstance(index, int):
                     times[index] = time
                 if op.get("process") == NEMESIS:
-                    try:
-                        nemesis.append(op_from_json(op, str(path), number))
-                    except HistoryError:
-                        pass
+                    if isinstance(time, int):
+                        nemesis.append(op)
                     continue
                 if op.get("type") == "invoke":
                     invokes += 1
                 elif op.get("type") == "ok" and op.get("f") in READS and \
                         isinstance(time, int) and isinstance(index, int):
+                    last_read = (time, index)
                     for key, offset in _highest_offsets(op.get("value")).items():
                         reads.setdefault(key, []).append((time, index, offset))
     except OSError:
         return None
-    episodes = [Episode(p.name, p.start, p.end) for p in nemesis_periods(nemesis)
-                if took_effect(p.value)]
-    return HistoryScan(times, reads, episodes, invokes, max(times.values(), default=0))
+    return HistoryScan(times, reads, last_read, episodes(nemesis), invokes,
+                       max(times.values(), default=0))
 
 
 @dataclass(frozen=True)
@@ -155,8 +217,9 @@ def _reveal(kind: str, witness: Mapping[str, Any], ops: list[int],
         for time, index, highest in reads:
             if time >= first and highest > offset:
                 return time, index
-    if kind == "unseen":
-        return (reads[-1][0], reads[-1][1]) if reads else (scan.end_ns, max(scan.times))
+    elif "overwritten-by" not in witness and (kind == "unseen" or kind.startswith("lost-")
+                                              or kind.endswith("-loss")):
+        return scan.last_read or (scan.end_ns, max(scan.times))
     return max((scan.times[i], i) for i in ops)
 
 
@@ -168,7 +231,7 @@ def _cause(witness: Mapping[str, Any], first: int, reveal: int, scan: HistorySca
         at = (election["time"] - start_wall_ms) * NS_PER_MS
         before = [e for e in scan.episodes if e.start <= at]
         return before[-1] if before else None
-    in_force = [e for e in scan.episodes if e.start <= first
+    in_force = [e for e in scan.episodes if e.acted <= first
                 and (e.end is None or e.end >= first)]
     if in_force:
         return in_force[-1]

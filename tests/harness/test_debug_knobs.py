@@ -23,7 +23,7 @@ KNOBS: dict[str, tuple[tuple[str, ...], frozenset[str]]] = {
         ("--txn", "--abort-rate", "0.2", "--nemesis", "none"), frozenset({"G1a"})),
     "kchaos.debug.lose-unflushed-on-crash": (
         ("--acks", "all", "--nemesis", "crash-lose-unflushed", "--nemesis-interval", "3"),
-        frozenset({"lost-write", "inconsistent-offsets"})),
+        frozenset({"lost-acknowledged", "inconsistent-offsets"})),
     "kchaos.debug.ack-commit-before-replication": (
         ("--sub-via", "subscribe", "--nemesis", "depose-coordinator,kill-coordinator",
          "--nemesis-interval", "3"), frozenset({"commit-rewind", "resume-rewind"})),

@@ -235,11 +235,11 @@ def test_allowed_anomalies_count_for_a_detection_and_give_the_time_to_detection(
     facts = facts_of(UNCLEAN, DETECT, history)
     assert facts.valid is True and facts.failing == {} and facts.inconclusive is None
     assert facts.anomalies == {"lost-write": 3, "unclean-election-loss": 3}
-    # the attributed witness [4, 5] is revealed by op 5 at 5 s; the kill came later, so
-    # no fault caused it and the time counts from the test's start
-    assert facts.detection == {"type": "unclean-election-loss", "reveal_op": 5,
-                               "reveal_s": 5.0, "fault": None, "fault_start_s": 0.0,
-                               "seconds": 5.0}
+    # a loss the final reads reveal: the history has no read, so its end (op 7 at 8 s);
+    # the kill at 6 s is the first fault after the witness's first op (4.5 s)
+    assert facts.detection == {"type": "unclean-election-loss", "reveal_op": 7,
+                               "reveal_s": 8.0, "fault": "kill", "fault_start_s": 6.0,
+                               "seconds": 2.0}
     assert facts.ops_per_s == 0.5  # 4 client invocations over 8 s
     assert facts.availability == 0.75
     assert facts.took_effect == {"kill": 1}
@@ -247,8 +247,8 @@ def test_allowed_anomalies_count_for_a_detection_and_give_the_time_to_detection(
     assert not run_meets(Expectation(("lost-write",), "clean-election"), facts)
     assert not run_meets(Expectation(("duplicate",)), facts)
     assert run_meets(Expectation((), "unclean-election"), facts)
-    assert not run_meets(Expectation(("lost-write",), within=4.5), facts)
-    assert run_meets(Expectation(("lost-write",), within=5.0), facts)
+    assert not run_meets(Expectation(("lost-write",), within=1.5), facts)
+    assert run_meets(Expectation(("lost-write",), within=2.0), facts)
     assert run_meets(Expectation(any_of=("G1c", "lost-write")), facts)
     assert not run_meets(Expectation(any_of=("G1c", "duplicate")), facts)
     # a valid cell asks for the verdict: loss the configuration allows keeps a run valid
@@ -277,7 +277,7 @@ def test_a_detection_cell_is_met_in_found_in_of_its_seeds(history):
     missed = facts_of(results(True, {}), cell, history)
     outcome = cell_outcome(cell, [found, found, found, found, missed])
     assert outcome.met and outcome.runs_met == 4 and outcome.needed == 4
-    assert outcome.median_detection_s == 5.0 and outcome.max_detection_s == 5.0
+    assert outcome.median_detection_s == 2.0 and outcome.max_detection_s == 2.0
     assert outcome.reason == "found in 4 of 5 conclusive runs, 5 seeds (needs 4)"
     assert not cell_outcome(cell, [found, found, found, missed, None], errors=1).met
 
@@ -662,3 +662,28 @@ def test_a_refused_parallelism_or_a_missing_night_exits_3_and_starts_nothing(tmp
     out = io.StringIO()
     assert run_night(NightOptions(plan, tmp_path / "store", resume=True), out) == 3
     assert "--resume: no night of plan 'tiny'" in out.getvalue()
+
+
+def test_a_fault_counts_by_its_result_and_from_its_request(tmp_path):
+    # as the nemesis records them: each action's request, then its result
+    history = write_history(tmp_path / "h.jsonl", [
+        (1 * S, "info", "nemesis", "strand-follower", "leader"),
+        (3 * S, "info", "nemesis", "strand-follower", "no-target"),
+        (4 * S, "info", "nemesis", "crash-lose-unflushed", "leader"),
+        (int(10.4 * S), "info", "nemesis", "crash-lose-unflushed", {"n1": "crashed"}),
+        (int(10.45 * S), "info", "nemesis", "power-on", None),
+        (int(10.5 * S), "info", "nemesis", "power-on", {"n1": "started"}),
+        (int(10.2 * S), "ok", 0, "send", [["send", 0, [40, 64]]]),
+        (int(10.6 * S), "info", "nemesis", "crash-lose-unflushed", "replicas"),
+        (18 * S, "info", "nemesis", "crash-lose-unflushed", {"n1": "crashed", "n2": "crashed"}),
+        (40 * S, "ok", 1, "poll", [["poll", {"1": [[0, 1]]}]])])
+    cell = cell_of('{anomalies = ["unseen"]}')
+    body = results(False, {"queue": {"unseen": {"count": 1, "examples": [
+        {"key": 0, "value": 64, "offset": 40, "ops": [6]}]}}})
+    facts = facts_of(body, cell, history)
+    # the strand found no target: no episode; the first crash had not acted (its result
+    # came at 10.4 s) when the write was acked at 10.2 s, so the second crash, requested
+    # at 10.6 s, caused the loss the final read at 40 s reveals
+    assert facts.detection == {"type": "unseen", "reveal_op": 9, "reveal_s": 40.0,
+                               "fault": "crash-lose-unflushed", "fault_start_s": 10.6,
+                               "seconds": 29.4}
