@@ -264,8 +264,8 @@ def cell_outcome(cell: Cell, facts: Sequence[RunFacts | None], skipped: int = 0,
         bad = [f.summary for f in counted if not run_meets(expect, f)]
         met = not bad and len(counted) >= needed
         head = (f"{len(bad)} of {len(counted)} conclusive runs not valid" if bad else
-                f"valid in {len(counted)} of {len(facts)} runs, all conclusive ones"
-                f" (needs {needed} conclusive)")
+                f"every conclusive run valid: {len(counted)} of {len(facts)} seeds "
+                f"(needs {needed})")
         reason = "; ".join(filter(None, [head, *bad[:3], *notes]))
     else:
         met = len(met_runs) >= needed
