@@ -55,7 +55,7 @@ def test_every_debug_knob_of_the_broker_is_tested_here():
 
 
 @pytest.mark.cluster
-@pytest.mark.timeout(600)
+@pytest.mark.timeout(1200)
 @pytest.mark.parametrize("knob", sorted(KNOBS))
 def test_a_debug_knob_shows_its_anomaly_and_the_same_run_without_it_none(knob, tmp_path):
     options, shows = KNOBS[knob]
