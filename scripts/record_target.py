@@ -38,13 +38,14 @@ INTRO = """# Make targets outside `make test`
 
 <!-- Written by scripts/record_target.py; edits are overwritten. -->
 
-`make test` leaves out what needs more than one machine's namespaces or takes too long:
-the Docker image tests (`make test-docker`), the Kafka side of the transaction and group
-storylines (`make test-txn-kafka`, `make test-groups-kafka`) and the VMs (`make
+`make test` leaves out four targets that take too long for it: the Docker image tests
+(`make test-docker`), the Kafka side of the transaction and group storylines (`make
+test-txn-kafka`, `make test-groups-kafka`) and the chaos test on VMs (`make
 test-vagrant`). Each row is the last result of a target, written by
 
 ```
 nice -n 10 .venv/bin/python scripts/record_target.py TARGET [TARGET ...]
+make record-targets      # the four
 ```
 
 which runs `make TARGET` and replaces that target's row (its output is kept in
