@@ -18,12 +18,13 @@ def state() -> dict:
 def test_the_page_says_which_night_machine_commit_and_command_it_came_from():
     page = night_markdown(state(), "kchaos nightly-report N --markdown P", "N")
     assert page.startswith("# Nightly results: figures\n")
-    assert "Written by `kchaos nightly-report N --markdown P` from the night `N`" in page
-    assert "- plan: `figures`, 4 cells, 8 runs" in page
+    assert "Written by `kchaos nightly-report N --markdown P`, nothing typed by hand." in page
+    assert "- night: `N`, plan `figures`: 4 cells, 8 runs" in page
     assert "- started: 2026-01-02T01:00:00, runs took 5 minutes" in page
     assert ("- machine: 2 cores (Example CPU @ 2.00GHz), 8.0 GiB, Linux 6.1.0-example"
             in page)
     assert "- kchaos commit: `0123456789ab`" in page
+    assert "- every cell: `nodes=3`; `time_limit=20`; `zookeepers=1`" in page
     assert "- verdict: **3 of 4 cells met**" in page
 
 
@@ -45,7 +46,8 @@ def test_detection_and_valid_cells_carry_the_nights_own_figures():
     assert detection[0][:2] == ["unclean-isolated-leader", "kchaos"]
     assert detection[0][2].startswith("`nemesis=shrink-isr-isolate-leader`; `broker_config=")
     assert detection[0][4:] == ["2/2", "8.5 s", "met"]  # lost sends at 7 s and 10 s
-    assert detection[1][:2] == ["kip101-before-fix", "kafka 0.10.2.2"]
+    assert detection[1][:3] == ["kip101-before-fix", "kafka 0.10.2.2",
+                                "`nemesis=strand-follower`; `acks=all`"]
     assert detection[1][4:] == ["1/2", "4.0 s", "met"]
     valid = rows(page[page.index("## Valid cells"):], "cell")
     assert [row[0] for row in valid] == ["safe-acks-all", "safe-flushed"]
