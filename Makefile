@@ -82,3 +82,9 @@ bench: bootstrap
 
 nightly-smoke: bootstrap
 	$(VENV)/bin/kchaos nightly --suite smoke
+
+# The targets `make test` leaves out, each recorded as a row of docs/results/targets.md
+# (date, commit, machine, result, duration, pytest's counts): a nightly job's command.
+.PHONY: record-targets
+record-targets: bootstrap
+	$(PY) scripts/record_target.py test-docker test-txn-kafka test-groups-kafka test-vagrant

@@ -28,3 +28,15 @@ def test_every_checker_is_documented():
     missing = set(CHECKERS) - named("checkers.md")
     assert not missing, f"docs/checkers.md does not name {sorted(missing)}"
 
+
+
+def test_figures_of_nights_are_generated_pages_not_typed_into_other_pages():
+    pages = [ROOT / "README.md", *(p for p in DOCS.rglob("*.md") if "results" not in p.parts)]
+    for page in pages:
+        text = page.read_text()
+        assert not re.search(r"the night `store/nightly/", text), \
+            f"{page.relative_to(ROOT)} cites a night of the git-ignored store"
+        assert "| seeds found |" not in text, \
+            f"{page.relative_to(ROOT)} types a night's table: `kchaos nightly-report` writes it"
+    for page in DOCS.glob("results/*.md"):
+        assert "Written by" in page.read_text() or "written by a command" in page.read_text()

@@ -8,7 +8,7 @@
     serve      kchaos serve
     history    kchaos history export
     replay     kchaos replay, shrink (a stored run's fault schedule, run again or cut down)
-    nightly    kchaos nightly (a night of runs from a plan)
+    nightly    kchaos nightly (a night of runs from a plan), nightly-report (its figures)
 
 A command's module is imported only when that command runs (`kchaos check-lin
 --local` must not pay for Spark, Kafka clients or plotting); `kchaos --help`,
@@ -40,6 +40,7 @@ COMMANDS = {
     "replay": "replay",
     "shrink": "replay",
     "nightly": "nightly",
+    "nightly-report": "nightly",
 }
 
 

@@ -1,8 +1,11 @@
-"""`kchaos nightly PLAN.toml | --suite NAME`: a night of chaos runs (harness.nightly)."""
+"""`kchaos nightly PLAN.toml | --suite NAME`: a night of chaos runs (harness.nightly);
+`kchaos nightly-report NIGHT`: its figures as a Markdown page (reports.figures)."""
 
 from __future__ import annotations
 
 import argparse
+import shlex
+import sys
 from pathlib import Path
 
 from harness import exit_codes
@@ -38,6 +41,18 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
     nightly.add_argument("--spark-master", default="local[*]", metavar="URL",
                          help="Spark master of the night's check (default %(default)s)")
     nightly.set_defaults(handler=_nightly)
+    report = commands.add_parser(
+        "nightly-report", help="write a checked night's figures as a Markdown page",
+        description="Write the figures of a checked night (its cells: seeds found, median "
+        "time to first anomaly, runs valid, ops/s, availability) as Markdown, with the "
+        "night, its plan, the machine and the kchaos commit it ran, and this command. The "
+        "pages of docs/results/ are written by it. Exit 3 when NIGHT is not a checked "
+        "night folder.")
+    report.add_argument("night", type=Path, metavar="NIGHT",
+                        help="a night folder, store/nightly/<date>")
+    report.add_argument("--markdown", type=Path, metavar="FILE",
+                        help="write the page to FILE (default: standard output)")
+    report.set_defaults(handler=_nightly_report)
 
 
 def _nightly(args: argparse.Namespace) -> int:
@@ -64,3 +79,35 @@ def _nightly(args: argparse.Namespace) -> int:
     return run_night(NightOptions(plan, args.store, args.parallel,
                                   args.resume or args.night is not None, args.night,
                                   args.spark_master))
+
+
+def _nightly_report(args: argparse.Namespace) -> int:
+    from harness.nightly.state import load_night
+    from reports.figures import night_markdown
+
+    try:
+        night = load_night(args.night)
+    except FileNotFoundError as error:
+        print(f"kchaos nightly-report: {error}; give a folder of store/nightly/",
+              file=sys.stderr)
+        return exit_codes.ERROR
+    if not night.state.get("checked") or not night.state.get("outcomes"):
+        print(f"kchaos nightly-report: {args.night} has not been checked; "
+              f"`kchaos nightly --night {args.night}` finishes and checks it",
+              file=sys.stderr)
+        return exit_codes.ERROR
+    command = "kchaos nightly-report " + shlex.quote(str(args.night))
+    if args.markdown is not None:
+        command += " --markdown " + shlex.quote(str(args.markdown))
+    page = night_markdown(night.state, command, str(args.night))
+    if args.markdown is None:
+        sys.stdout.write(page)
+        return 0
+    try:
+        args.markdown.parent.mkdir(parents=True, exist_ok=True)
+        args.markdown.write_text(page, encoding="utf-8")
+    except OSError as error:
+        print(f"kchaos nightly-report: cannot write {args.markdown}: {error}", file=sys.stderr)
+        return exit_codes.ERROR
+    print(f"kchaos nightly-report: wrote {args.markdown}")
+    return 0

@@ -2,7 +2,8 @@
 `kchaos nightly --resume` continues where an interrupted night stopped.
 
     store/nightly/<YYYY-MM-DD>[-N]/
-      night.json        the plan (name, source, text), its cells, every run with its status,
+      night.json        the plan (name, source, text), the machine and the kchaos commit
+                        (harness.provenance), its cells, every run with its status,
                         the run phase's seconds so far, and after the check each run's facts
                         and each cell's outcome (harness.nightly.verdicts)
       plan.toml         the plan as it was read
@@ -25,6 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from harness import provenance
 from harness.nightly.plan import Plan
 from harness.store import write_json
 
@@ -120,6 +122,7 @@ def new_night(store: Path, plan: Plan, plan_text: str,
              "budget_minutes": plan.budget_minutes, "elapsed_seconds": 0.0,
              "cells": [cell.to_json() for cell in plan.cells], "checked": False,
              "runs": [RunRecord(cell.name, seed).to_json() for cell, seed in plan.runs()]}
+    state.update(machine=provenance.machine(), source=provenance.source())
     night = Night(folder, state)
     night.save()
     return night
