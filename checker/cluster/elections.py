@@ -4,10 +4,13 @@ Every acknowledged send that was lost (see `checker.queue.acks.counted_losses`) 
 joined with the controller event logs: its key's partition
 (`test["key_partitions"]`, {key: [topic, partition]}; default topic "kchaos",
 partition = key) and its acknowledgement's wall-clock time
-(`test["start_wall_ms"]` + the op's `time` in ns) pick the first leader change
-of that partition at or after the ack: the election that dropped it (we know
-neither replica's log, so "its new leader did not have it" is approximated by
-"the first election after the ack"). When there is none but the op names the
+(`test["start_wall_ms"]` + the op's `time` in ns) and, for a write polls read
+before it was overwritten, the last of those polls pick the first leader change
+of that partition at or after the write was last known to be in the log: the
+election that dropped it (an election the write outlived, as a later poll
+shows, did not drop it; we know neither replica's log, so "its new leader did
+not have it" is approximated by "the first election after it was last seen").
+When there is none but the op names the
 broker that acknowledged it (`node`: a broker id, or a name mapped by
 `test["node_broker_ids"]`), a deposed leader that kept acknowledging is blamed
 on the last election that took leadership from it. When the op does not name
@@ -80,12 +83,13 @@ def _broker_id(test: Mapping[str, Any], node: Any) -> int | None:
     return None
 
 
-def attribute(changes: Sequence[ControllerEvent], ack_ms: float,
-              acked_by: int | None) -> tuple[ControllerEvent | None, bool | str]:
-    """The election that dropped a write acknowledged at `ack_ms`, and whether the
-    acknowledging leader had already been deposed (a zombie; "presumed" when the
-    acknowledging broker is unknown)."""
-    at = bisect.bisect_left(changes, ack_ms, key=lambda event: event.time)
+def attribute(changes: Sequence[ControllerEvent], ack_ms: float, acked_by: int | None,
+              last_read_ms: float | None = None) -> tuple[ControllerEvent | None, bool | str]:
+    """The election that dropped a write acknowledged at `ack_ms` and last read by a poll
+    at `last_read_ms` (None: never read), and whether the acknowledging leader had
+    already been deposed (a zombie; "presumed" when the acknowledging broker is unknown)."""
+    survived_ms = ack_ms if last_read_ms is None else max(ack_ms, last_read_ms)
+    at = bisect.bisect_left(changes, survived_ms, key=lambda event: event.time)
     if at < len(changes):
         return changes[at], False
     if acked_by is not None:
@@ -120,10 +124,14 @@ class ElectionChecker(AnalysisChecker):
         for loss in losses:
             topic, partition = partition_of(test, loss["key"])
             ack_ms = test["start_wall_ms"] + loss["time"] / NS_PER_MS
+            last_read = loss.get("last_read")
+            read_ms = None if last_read is None else test["start_wall_ms"] + last_read / NS_PER_MS
             election, zombie = attribute(changes.get((topic, partition), []), ack_ms,
-                                         _broker_id(test, loss["node"]))
+                                         _broker_id(test, loss["node"]), read_ms)
             witness = {**loss["witness"], "topic": topic, "partition": partition,
                        "ack_ms": round(ack_ms, 3)}
+            if read_ms is not None:
+                witness["last_read_ms"] = round(read_ms, 3)
             if election is None:
                 found.setdefault("unexplained-loss", []).append(witness)
                 continue
