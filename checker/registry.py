@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 
 from checker.cluster.availability import AvailabilityChecker
+from checker.cluster.defects import DefectChecker
 from checker.cluster.elections import ElectionChecker
 from checker.core import Checker, Composed, compose
 from checker.groups.checker import GroupsChecker
@@ -20,6 +21,7 @@ CHECKERS: dict[str, Callable[[], Checker]] = {
     "queue": QueueChecker,
     "acks": AcksChecker,
     "elections": ElectionChecker,
+    "defects": DefectChecker,
     "linearizability": LinearizabilityChecker,
     "availability": AvailabilityChecker,
     "txn": TxnChecker,
@@ -27,7 +29,7 @@ CHECKERS: dict[str, Callable[[], Checker]] = {
     "transfer": TransferChecker,
 }
 # Checkers that read the nodes' logs of a run folder (a bare history has none).
-NEED_NODE_LOGS = frozenset({"elections"})
+NEED_NODE_LOGS = frozenset({"elections", "defects"})
 
 
 def checker_names(text: str | Iterable[str]) -> tuple[str, ...]:

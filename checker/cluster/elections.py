@@ -27,8 +27,7 @@ election, only when the send's acks level promised nothing (see
 `checker.queue.analysis.promises_no_loss`); an unexplained loss always fails. Sends with
 acks=0 are never acknowledged by a broker and are left out.
 
-Event logs come from `opts["controller_events"]` (ControllerEvent list), else
-`opts["event_logs"]` (paths, or node -> path), else `opts["store_dir"]`.
+Event logs are read by `checker.cluster.event_log.load_events`.
 """
 
 from __future__ import annotations
@@ -41,9 +40,8 @@ from typing import Any
 from checker.cluster.event_log import (
     ControllerEvent,
     Partition,
-    event_log_paths,
     leader_changes,
-    read_event_logs,
+    load_events,
 )
 from checker.core import Result, condense
 from checker.queue.acks import counted_losses
@@ -109,7 +107,7 @@ class ElectionChecker(AnalysisChecker):
         default = test.get("acks", "all")
         losses = [loss for loss in counted_losses(test, analysis)
                   if loss["status"] == "ok" and acks_label(loss["acks"], default) != "0"]
-        events, torn = _load_events(opts)
+        events, torn = load_events(opts)
         stats: dict[str, Any] = {"lost-acknowledged": len(losses), "torn-event-lines": torn}
         if not losses:
             return Result(True, stats=stats, seconds=time.monotonic() - started)
@@ -161,14 +159,3 @@ class ElectionChecker(AnalysisChecker):
         return Result(valid=not (set(found) - tolerated), anomalies=anomalies, stats=stats,
                       allowed=sorted(tolerated), seconds=time.monotonic() - started)
 
-
-def _load_events(opts: Mapping[str, Any]) -> tuple[list[ControllerEvent], int]:
-    if opts.get("controller_events") is not None:
-        return list(opts["controller_events"]), 0
-    if opts.get("event_logs") is not None:
-        logs = read_event_logs(opts["event_logs"])
-    elif opts.get("store_dir") is not None:
-        logs = read_event_logs(event_log_paths(opts["store_dir"]))
-    else:
-        return [], 0
-    return logs.events, logs.torn_lines
