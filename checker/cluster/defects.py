@@ -18,6 +18,11 @@ own anomaly (`attributed_to = "fencing-skipped"`) rather than any anomaly its fa
                    to `from_offset`, its end before the cut). A witness names an
                    offset in that range of a key of that partition
                    (`checker.cluster.elections.partition_of`), sent before the event.
+  read-uncommitted-leak  `read-uncommitted-leaked` (`kchaos.debug.read-uncommitted-leak`:
+                   a read_committed fetch of offsets `from_offset` to `to_offset` was
+                   served records past the last stable offset or of aborted
+                   transactions). A witness names an offset in that range of a key of
+                   that partition.
 
 Each tied witness is reported under the defect's name with the anomaly type it ties
 (`type`) and the event (`event`); any tied witness makes the run invalid, as the
@@ -42,7 +47,8 @@ from checker.queue.finders import QueueBudget
 __all__ = ["DEFECT_EVENTS", "DefectChecker", "ZOMBIE_MS"]
 
 # The defect each event names, by event.
-DEFECT_EVENTS = {"txn-fencing-skipped": "fencing-skipped", "unflushed-lost": "unflushed-lost"}
+DEFECT_EVENTS = {"txn-fencing-skipped": "fencing-skipped", "unflushed-lost": "unflushed-lost",
+                 "read-uncommitted-leaked": "read-uncommitted-leak"}
 # How long after its op ended a transaction's abandoned producer may still act: the
 # workload keeps such zombies retrying their commit or abort for 30 s.
 ZOMBIE_MS = 30_000
@@ -156,10 +162,13 @@ def _ties(defect: str, event: ControllerEvent, witness: Mapping[str, Any],
     offset, key = witness.get("offset"), witness.get("key")
     if not isinstance(offset, int) or key is None:
         return False
-    low, high = event.details.get("to_offset"), event.details.get("from_offset")
+    first, end = ("to_offset", "from_offset") if defect == "unflushed-lost" else (
+        "from_offset", "to_offset")
+    low, high = event.details.get(first), event.details.get(end)
     if not isinstance(low, int) or not isinstance(high, int) or not low <= offset < high:
         return False
     sent = witness.get("sent_ns")
-    if sent is not None and test["start_wall_ms"] + sent / NS_PER_MS > event.time:
+    if (defect == "unflushed-lost" and sent is not None
+            and test["start_wall_ms"] + sent / NS_PER_MS > event.time):
         return False
     return partition_of(test, key) == (event.topic, event.partition)

@@ -62,7 +62,7 @@ def test_a_fencing_event_of_another_producer_or_time_ties_nothing(event):
 def test_without_defect_events_the_checker_is_valid_and_reads_no_history():
     result = DefectChecker().check(settings(), [], {"controller_events": []})
     assert result.valid is True
-    assert result.stats == {"fencing-skipped-events": 0, "unflushed-lost-events": 0}
+    assert set(result.stats.values()) == {0}
 
 
 def lost_write_at(offset: int) -> Builder:
@@ -94,3 +94,20 @@ def test_an_allowed_loss_is_not_tied():
     result = check(b, [unflushed(b.time / 1e6, partition=1, cut_to=3, end=6)],
                    broker_config={"min.insync.replicas": 1})
     assert result.valid is True
+
+
+def test_an_aborted_read_in_a_leaked_fetch_is_tied_to_the_leak():
+    b = Builder()
+    b.send(0, 1, 10, 3, kind="fail")
+    b.poll(5, {1: [(3, 10)]})
+    leak = ControllerEvent(time=START_MS + 1, event="read-uncommitted-leaked", node="n1",
+                           topic="kchaos", partition=1,
+                           details={"from_offset": 2, "to_offset": 5,
+                                    "last_stable_offset": 2, "aborted": [[7, 3]]})
+    result = check(b, [leak])
+    [witness] = result.anomalies["read-uncommitted-leak"].examples
+    assert witness["type"] == "G1a" and witness["offset"] == 3
+    elsewhere = ControllerEvent(time=START_MS + 1, event="read-uncommitted-leaked",
+                                node="n1", topic="kchaos", partition=1,
+                                details={"from_offset": 4, "to_offset": 5})
+    assert check(b, [elsewhere]).valid is True
