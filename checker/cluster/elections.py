@@ -37,6 +37,7 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from checker.allowed import because
 from checker.cluster.event_log import (
     ControllerEvent,
     Partition,
@@ -156,6 +157,20 @@ class ElectionChecker(AnalysisChecker):
             "elections": [by_election[k] for k in sorted(by_election, key=repr)],
             "leader-changes-seen": sum(len(v) for v in changes.values()),
         })
+        if tolerated:
+            stats["allowed-because"] = {
+                kind: because(kind) if kind == "unclean-election-loss" else because(
+                    kind, *_loss_settings(test)) for kind in sorted(tolerated)}
         return Result(valid=not (set(found) - tolerated), anomalies=anomalies, stats=stats,
                       allowed=sorted(tolerated), seconds=time.monotonic() - started)
 
+
+
+def _loss_settings(test: Mapping[str, Any]) -> list[str]:
+    """The settings of `test` that do not promise to keep acknowledged writes."""
+    level = acks_label(test.get("acks", "all"))
+    settings = [f"acks={level}"] if level != "all" else []
+    min_isr = int(broker_setting(test, "min.insync.replicas", 1))
+    if min_isr < 2:
+        settings.append(f"min.insync.replicas={min_isr}")
+    return settings

@@ -25,6 +25,16 @@
     seeds = [1, 2]                # default: the plan's
     options = {scenario = "unclean-2013"}
     expect = {anomalies = ["lost-write"], attributed_to = "unclean-election"}
+    needs = ["expire-session"]    # the faults whose effect the cell's point depends on
+
+    [[cell]]
+    name = "acks1-kill-leader"
+    options = {acks = "1", nemesis = "kill-leader"}
+    expect = {anomalies = ["lost-write"], attributed_to = "clean-election"}
+    [[cell]]                      # the control of a detection: valid, its options the cell's
+    name = "acks1-kill-leader-control"  # but one key (the knob, version or setting tested)
+    control_of = "acks1-kill-leader"
+    options = {acks = "all", nemesis = "kill-leader"}
 
 Every cell is one db and one option set; its name is stable and readable, because it is
 the runs' test name (their store folder), the junit classname and the key of the store
@@ -50,7 +60,7 @@ import re
 import tempfile
 import tomllib
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -64,7 +74,7 @@ NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.+-]*\Z")
 SET_BY_NIGHT = ("name", "seed", "store", "no_check", "config")
 TOP_KEYS = ("name", "description", "budget", "seeds", "parallel", "defaults", "matrix", "cell")
 MATRIX_KEYS = ("dbs", "workloads", "nemeses", "configurations")
-CELL_KEYS = ("name", "description", "dbs", "seeds", "options", "expect")
+CELL_KEYS = ("name", "description", "dbs", "seeds", "options", "expect", "needs", "control_of")
 EXPECT_KEYS = ("anomalies", "any_of", "attributed_to", "found_in", "within", "absent")
 DEFAULT = "default"
 
@@ -136,6 +146,8 @@ class Cell:
     time_limit: float = 60.0
     nodes: int = 5
     zookeepers: int = 0
+    needs: tuple[str, ...] = ()
+    control_of: str | None = None
 
     def run_options(self, seed: int, store: Path) -> dict[str, Any]:
         """The `kchaos run` options of this cell's run with `seed` in the night `store`."""
@@ -151,7 +163,8 @@ class Cell:
                 "configuration": self.configuration, "options": self.options,
                 "seeds": list(self.seeds), "expect": self.expect.to_json(),
                 "time_limit": self.time_limit, "nodes": self.nodes,
-                "zookeepers": self.zookeepers}
+                "zookeepers": self.zookeepers, "needs": list(self.needs),
+                "control_of": self.control_of}
 
 
 @dataclass(frozen=True)
@@ -227,6 +240,11 @@ def parse_plan(data: Mapping[str, Any], source: str) -> Plan:
             raise PlanError(f"{source}: two cells are named {cell.name!r}; give them "
                             f"different names or configurations")
         seen[cell.name] = cell
+    labels = {cell.label for cell in cells}
+    for cell in cells:
+        if cell.control_of is not None and cell.control_of not in labels:
+            raise PlanError(f"{source}: cell {cell.label}: control_of names no cell of the "
+                            f"plan: {cell.control_of!r}; known: {', '.join(sorted(labels))}")
     return Plan(name, source, tuple(cells), float(budget) if budget is not None else None,
                 parallel, str(data.get("description", "")))
 
@@ -382,8 +400,17 @@ def _explicit(entry: Any, defaults: dict[str, Any], seeds: tuple[int, ...], sour
     dbs = _names(entry.get("dbs", [defaults.get("db", "kchaos")]), source, f"{where}.dbs")
     cell_seeds = _seeds(entry["seeds"], source, f"{where}.seeds") if "seeds" in entry else seeds
     expect = _expectation(entry.get("expect"), source, f"{where}.expect")
-    return [_cell(f"{label}.{db}", label, db, "", _merge(defaults, options), cell_seeds,
-                  expect, source) for db in dbs]
+    needs = entry.get("needs", [])
+    if not isinstance(needs, list) or not all(isinstance(n, str) and n for n in needs):
+        raise PlanError(f"{source}: {where}.needs must be a list of fault names, e.g. "
+                        f"[\"strand-follower\"], got {needs!r}")
+    control_of = entry.get("control_of")
+    if control_of is not None and (not isinstance(control_of, str) or control_of == label):
+        raise PlanError(f"{source}: {where}.control_of must name another cell, "
+                        f"got {control_of!r}")
+    return [replace(_cell(f"{label}.{db}", label, db, "", _merge(defaults, options),
+                          cell_seeds, expect, source), needs=tuple(needs),
+                    control_of=control_of) for db in dbs]
 
 
 def _cell(name: str, label: str, db: str, configuration: str, options: dict[str, Any],
