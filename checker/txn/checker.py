@@ -295,7 +295,7 @@ class TxnChecker(AnalysisChecker):
         if reads_uncommitted(test):
             tolerated |= {"G1c", "G-single", "G2"}
         found = set(anomalies)
-        stats = dict(cycles.stats)
+        stats: dict[str, Any] = dict(cycles.stats)
         if found & tolerated:
             stats["allowed-because"] = {
                 kind: because(kind, "isolation.level=read_uncommitted", cause="precommitted-read")
