@@ -204,6 +204,7 @@ class BrokerNode:
         creator = TopicCreator(zk, replicas.metadata)
         replicas.on_metadata_update.append(creator.metadata_changed)
         events = self.events = EventLog(self.event_log_path, broker_id=self.broker_id)
+        replicas.events = events
         for (topic, partition), tail in logs.lost_tails:
             events.write("unflushed-lost", topic=topic, partition=partition,
                               cause="kchaos.debug.lose-unflushed-on-crash", **tail.to_json())

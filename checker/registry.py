@@ -7,6 +7,7 @@ from collections.abc import Iterable
 from typing import ClassVar, Protocol
 
 from checker.cluster.availability import AvailabilityChecker
+from checker.cluster.defects import DefectChecker
 from checker.cluster.elections import ElectionChecker
 from checker.core import Checker, Composed, compose
 from checker.groups.checker import GroupsChecker
@@ -30,6 +31,7 @@ CHECKERS: dict[str, type[Registered]] = {
     "queue": QueueChecker,
     "acks": AcksChecker,
     "elections": ElectionChecker,
+    "defects": DefectChecker,
     "linearizability": LinearizabilityChecker,
     "availability": AvailabilityChecker,
     "txn": TxnChecker,
@@ -37,7 +39,7 @@ CHECKERS: dict[str, type[Registered]] = {
     "transfer": TransferChecker,
 }
 # Checkers that read the nodes' logs of a run folder (a bare history has none).
-NEED_NODE_LOGS = frozenset({"elections"})
+NEED_NODE_LOGS = frozenset({"elections", "defects"})
 
 
 def anomaly_types() -> dict[str, tuple[str, ...]]:

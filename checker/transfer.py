@@ -36,6 +36,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
+from checker.allowed import because
 from checker.core import Anomaly, Result, condense
 from checker.history import Op
 from checker.queue.events import normalise_key
@@ -201,6 +202,8 @@ class TransferChecker:
                                          for kind, items in witnesses.items() if items}
         allowed = {"eos-loss"} if test.get("final_reads") is False else set()
         stats = self._stats(found, places, origin, committed)
+        if set(anomalies) & allowed:
+            stats["allowed-because"] = {"eos-loss": because("eos-loss")}
         seconds = time.monotonic() - started
         failed = set(anomalies) - allowed
         if committed is None and not failed:

@@ -170,10 +170,12 @@ class _Page:
                 element("div", f"{kind}: {a.get('count')}",
                         class_="allowed" if kind in allowed else None)
                 for kind, a in (checker.get("anomalies") or {}).items())
-            rows.append([_verdict_cell(checker.get("valid")), name,
-                         counts or "none", ", ".join(sorted(allowed)) or "",
+            because = _allowed_because(checker)
+            rows.append([_verdict_cell(checker.get("valid")), name, counts or "none",
+                         join(element("div", f"{kind}: {because.get(kind) or 'allowed'}")
+                              for kind in sorted(allowed)) or "",
                          f"{float(checker.get('seconds') or 0):.3f}", checker.get("error")])
-        return table(["verdict", "checker", "anomalies", "allowed by configuration",
+        return table(["verdict", "checker", "anomalies", "allowed because",
                       "seconds", "error"], rows)
 
     def _op(self, index: Any) -> Any:
@@ -225,10 +227,12 @@ class _Page:
             if not anomalies:
                 continue
             allowed = set(checker.get("allowed") or [])
+            because = _allowed_because(checker)
             blocks.append(element("h3", f"{name}"))
             for kind, anomaly in anomalies.items():
                 examples = [w for w in anomaly.get("examples") or [] if isinstance(w, Mapping)]
-                note = " (allowed by this configuration)" if kind in allowed else ""
+                note = (f" (allowed: {because.get(kind) or 'by this configuration'})"
+                        if kind in allowed else "")
                 if kind in LOSS_KINDS or kind in ELECTION_KINDS:
                     blocks.append(element(
                         "p", element("strong", kind), f": {anomaly.get('count')} found{note}; "
@@ -493,3 +497,9 @@ def _election_text(election: Mapping[str, Any], start_wall_ms: float | None) -> 
     if election.get("zombie-leader"):
         parts.append(" — the acknowledging leader had already been deposed")
     return join(parts)
+
+
+def _allowed_because(checker: Mapping[str, Any]) -> Mapping[str, str]:
+    """A checker's reason for each type it allowed (`checker.allowed`), from its stats."""
+    because = (checker.get("stats") or {}).get("allowed-because")
+    return because if isinstance(because, Mapping) else {}

@@ -25,22 +25,21 @@ def headline(results: Mapping[str, Any] | None) -> str:
                 if isinstance(body, Mapping)}
     failing: dict[str, int] = {}
     allowed: dict[str, int] = {}
-    because: list[str] = []
+    because: dict[str, str] = {}
     for body in checkers.values():
         tolerated = set(body.get("allowed") or [])
         for kind, anomaly in (body.get("anomalies") or {}).items():
             count = anomaly.get("count", 0) if isinstance(anomaly, Mapping) else 0
             into = allowed if kind in tolerated else failing
             into[kind] = max(into.get(kind, 0), count)
-        because += [r for r in (body.get("stats") or {}).get("allowed-because") or []
-                    if r not in because]
+        reasons = (body.get("stats") or {}).get("allowed-because")
+        if isinstance(reasons, Mapping):
+            because.update(reasons)
     valid = results["valid"]
     if valid is True:
         if not allowed:
             return "VALID: no anomalies found"
-        reason = f", allowed because {', '.join(because)}" if because else \
-            ", allowed by this configuration"
-        return f"VALID for this configuration: {_counts(allowed)}{reason}"
+        return f"VALID for this configuration: {_with_reasons(allowed, because)}"
     if valid is False:
         extra = f" (and allowed: {_counts(allowed)})" if allowed else ""
         found = _counts(failing) or "failed: " + ", ".join(
@@ -49,6 +48,17 @@ def headline(results: Mapping[str, Any] | None) -> str:
     undecided = [f"{name} ({body.get('error') or 'undecided'})" for name, body in
                  checkers.items() if body.get("valid") not in (True, False)]
     return f"UNKNOWN: {', '.join(undecided) or 'a checker'} could not decide"
+
+
+def _with_reasons(kinds: Mapping[str, int], because: Mapping[str, str]) -> str:
+    """"G1c 16 (allowed: <reason>); ...": the allowed kinds counted, those allowed for one
+    reason (`checker.allowed`) together."""
+    by_reason: dict[str, dict[str, int]] = {}
+    for kind, count in sorted(kinds.items()):
+        by_reason.setdefault(because.get(kind, ""), {})[kind] = count
+    return "; ".join(f"{_counts(counted)} (allowed: {reason})" if reason else
+                     f"{_counts(counted)} (allowed by this configuration)"
+                     for reason, counted in by_reason.items())
 
 
 def _counts(kinds: Mapping[str, int]) -> str:

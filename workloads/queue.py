@@ -46,7 +46,7 @@ CLIENTS = ("confluent", "kafka-python")
 ACKS = ("0", "1", "all")
 SUB_VIA = ("assign", "subscribe")
 ISOLATION_LEVELS = ("read_committed", "read_uncommitted")
-CHECKERS = ("queue", "acks", "elections", "availability")
+CHECKERS = ("queue", "acks", "elections", "defects", "availability")
 GROUP_CHECKERS = (*CHECKERS, "groups")
 TXN_CHECKERS = (*CHECKERS, "txn")
 MIN_SESSION_TIMEOUT_MS = 1000
@@ -197,6 +197,8 @@ class QueueOptions:
         if self.subscribe:
             fields.update(sub_via=self.sub_via, commit=self.commit, groups=self.groups,
                           session_timeout_ms=self.session_timeout_ms)
+        if self.txn:
+            fields["transactional_ids"] = list(self.client_options().transactional_ids())
         return fields
 
 

@@ -35,6 +35,7 @@ from broker.control_plane.messages import (
     UpdateMetadataRequest,
 )
 from broker.errors import BrokerError, ErrorCode
+from broker.event_log import EventLog
 from broker.replica.fetcher import FetcherConfig, FetcherManager
 from broker.replica.metadata_cache import MetadataCache
 from broker.replica.partition import Partition
@@ -96,6 +97,8 @@ class ReplicaManager:
         # (partition, leader epoch) when this broker starts leading it; (partition, None)
         # when it stops (becomes a follower or the replica is stopped)
         self.on_leadership: list[Callable[[tuple[str, int], int | None], None]] = []
+        # The node's event log, where partitions record a seeded defect acting (set by the node).
+        self.events: EventLog | None = None
         self._checkpointed_hw = logs.high_watermarks()
         self._topic_configs: dict[str, dict[str, str]] = {}
         self._tasks: list[asyncio.Task] = []
@@ -320,6 +323,7 @@ class ReplicaManager:
             topic, index, partition_log, self.broker_id, hw, self._write_isr, min_isr,
             skip_epoch_fencing=self.settings.debug_skip_epoch_fencing,
             read_uncommitted_leak=self.settings.debug_read_uncommitted_leak,
+            events=self.events,
         )
         self.partitions[(topic, index)] = partition
         return partition

@@ -29,6 +29,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from broker.errors import BrokerError, ErrorCode
+from broker.event_log import EventLog
 from broker.replica.purgatory import DelayedProduce, FetchWaiters
 from broker.storage import ProducerStateManager, end_offset
 from broker.storage.errors import (
@@ -115,6 +116,7 @@ class Partition:
         *,
         skip_epoch_fencing: bool = False,
         read_uncommitted_leak: bool = False,
+        events: EventLog | None = None,
     ) -> None:
         self.topic = topic
         self.index = index
@@ -133,6 +135,7 @@ class Partition:
         self.min_insync_replicas = min_insync_replicas
         self.skip_epoch_fencing = skip_epoch_fencing
         self.read_uncommitted_leak = read_uncommitted_leak
+        self.events = events
         self.delayed_produce = DelayedProduce()
         self.fetch_waiters = FetchWaiters()
         self.replica_fetch_waiters = FetchWaiters()
@@ -307,11 +310,13 @@ class Partition:
         transactions overlapping what they got (Kafka's: marker at or after `offset`, first
         offset before the end of the batches returned). With `read_uncommitted_leak` (the
         seeded defect) read_committed is served as read_uncommitted, claiming the HW as LSO
-        and no aborted transactions."""
+        and no aborted transactions; a fetch that so served records past the LSO or of
+        aborted transactions is written to the event log (`read-uncommitted-leaked`)."""
         high_watermark = self.high_watermark
         committed = read_committed and replica_id < 0
         if committed and self.read_uncommitted_leak:
             records = self._read(offset, max_bytes, high_watermark)
+            self._record_leak(offset, records)
             return FetchedRecords(records, high_watermark, high_watermark,
                                   self.log.log_start_offset, [])
         stable = self.last_stable_offset
@@ -324,6 +329,18 @@ class Partition:
                        else self.log.collect_aborted_transactions(offset, end))
         return FetchedRecords(records, high_watermark, stable, self.log.log_start_offset,
                               aborted)
+
+    def _record_leak(self, offset: int, records: bytes) -> None:
+        end = end_offset(records)
+        if end is None or self.events is None:
+            return
+        stable = self.last_stable_offset
+        aborted = self.log.collect_aborted_transactions(offset, end)
+        if end > stable or aborted:
+            self.events.write("read-uncommitted-leaked", topic=self.topic,
+                              partition=self.index, from_offset=offset, to_offset=end,
+                              last_stable_offset=stable, aborted=[list(a) for a in aborted],
+                              cause="kchaos.debug.read-uncommitted-leak")
 
     def _read(self, offset: int, max_bytes: int, limit: int | None) -> bytes:
         """Whole batches from `offset` below `limit` (None: the LEO); nothing for a

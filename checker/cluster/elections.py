@@ -4,10 +4,13 @@ Every acknowledged send that was lost (see `checker.queue.acks.counted_losses`) 
 joined with the controller event logs: its key's partition
 (`test["key_partitions"]`, {key: [topic, partition]}; default topic "kchaos",
 partition = key) and its acknowledgement's wall-clock time
-(`test["start_wall_ms"]` + the op's `time` in ns) pick the first leader change
-of that partition at or after the ack: the election that dropped it (we know
-neither replica's log, so "its new leader did not have it" is approximated by
-"the first election after the ack"). When there is none but the op names the
+(`test["start_wall_ms"]` + the op's `time` in ns) and, for a write polls read
+before it was overwritten, the last of those polls pick the first leader change
+of that partition at or after the write was last known to be in the log: the
+election that dropped it (an election the write outlived, as a later poll
+shows, did not drop it; we know neither replica's log, so "its new leader did
+not have it" is approximated by "the first election after it was last seen").
+When there is none but the op names the
 broker that acknowledged it (`node`: a broker id, or a name mapped by
 `test["node_broker_ids"]`), a deposed leader that kept acknowledging is blamed
 on the last election that took leadership from it. When the op does not name
@@ -24,8 +27,7 @@ election, only when the send's acks level promised nothing (see
 `checker.queue.analysis.promises_no_loss`); an unexplained loss always fails. Sends with
 acks=0 are never acknowledged by a broker and are left out.
 
-Event logs come from `opts["controller_events"]` (ControllerEvent list), else
-`opts["event_logs"]` (paths, or node -> path), else `opts["store_dir"]`.
+Event logs are read by `checker.cluster.event_log.load_events`.
 """
 
 from __future__ import annotations
@@ -35,12 +37,12 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
 
+from checker.allowed import because
 from checker.cluster.event_log import (
     ControllerEvent,
     Partition,
-    event_log_paths,
     leader_changes,
-    read_event_logs,
+    load_events,
 )
 from checker.core import Result, condense
 from checker.queue.acks import counted_losses
@@ -80,12 +82,13 @@ def _broker_id(test: Mapping[str, Any], node: Any) -> int | None:
     return None
 
 
-def attribute(changes: Sequence[ControllerEvent], ack_ms: float,
-              acked_by: int | None) -> tuple[ControllerEvent | None, bool | str]:
-    """The election that dropped a write acknowledged at `ack_ms`, and whether the
-    acknowledging leader had already been deposed (a zombie; "presumed" when the
-    acknowledging broker is unknown)."""
-    at = bisect.bisect_left(changes, ack_ms, key=lambda event: event.time)
+def attribute(changes: Sequence[ControllerEvent], ack_ms: float, acked_by: int | None,
+              last_read_ms: float | None = None) -> tuple[ControllerEvent | None, bool | str]:
+    """The election that dropped a write acknowledged at `ack_ms` and last read by a poll
+    at `last_read_ms` (None: never read), and whether the acknowledging leader had
+    already been deposed (a zombie; "presumed" when the acknowledging broker is unknown)."""
+    survived_ms = ack_ms if last_read_ms is None else max(ack_ms, last_read_ms)
+    at = bisect.bisect_left(changes, survived_ms, key=lambda event: event.time)
     if at < len(changes):
         return changes[at], False
     if acked_by is not None:
@@ -108,7 +111,7 @@ class ElectionChecker(AnalysisChecker):
         default = test.get("acks", "all")
         losses = [loss for loss in counted_losses(test, analysis)
                   if loss["status"] == "ok" and acks_label(loss["acks"], default) != "0"]
-        events, torn = _load_events(opts)
+        events, torn = load_events(opts)
         stats: dict[str, Any] = {"lost-acknowledged": len(losses), "torn-event-lines": torn}
         if not losses:
             return Result(True, stats=stats, seconds=time.monotonic() - started)
@@ -123,10 +126,14 @@ class ElectionChecker(AnalysisChecker):
         for loss in losses:
             topic, partition = partition_of(test, loss["key"])
             ack_ms = test["start_wall_ms"] + loss["time"] / NS_PER_MS
+            last_read = loss.get("last_read")
+            read_ms = None if last_read is None else test["start_wall_ms"] + last_read / NS_PER_MS
             election, zombie = attribute(changes.get((topic, partition), []), ack_ms,
-                                         _broker_id(test, loss["node"]))
+                                         _broker_id(test, loss["node"]), read_ms)
             witness = {**loss["witness"], "topic": topic, "partition": partition,
                        "ack_ms": round(ack_ms, 3)}
+            if read_ms is not None:
+                witness["last_read_ms"] = round(read_ms, 3)
             if election is None:
                 found.setdefault("unexplained-loss", []).append(witness)
                 continue
@@ -153,17 +160,20 @@ class ElectionChecker(AnalysisChecker):
             "elections": [by_election[k] for k in sorted(by_election, key=repr)],
             "leader-changes-seen": sum(len(v) for v in changes.values()),
         })
+        if tolerated:
+            stats["allowed-because"] = {
+                kind: because(kind) if kind == "unclean-election-loss" else because(
+                    kind, *_loss_settings(test)) for kind in sorted(tolerated)}
         return Result(valid=not (set(found) - tolerated), anomalies=anomalies, stats=stats,
                       allowed=sorted(tolerated), seconds=time.monotonic() - started)
 
 
-def _load_events(opts: Mapping[str, Any]) -> tuple[list[ControllerEvent], int]:
-    if opts.get("controller_events") is not None:
-        return list(opts["controller_events"]), 0
-    if opts.get("event_logs") is not None:
-        logs = read_event_logs(opts["event_logs"])
-    elif opts.get("store_dir") is not None:
-        logs = read_event_logs(event_log_paths(opts["store_dir"]))
-    else:
-        return [], 0
-    return logs.events, logs.torn_lines
+
+def _loss_settings(test: Mapping[str, Any]) -> list[str]:
+    """The settings of `test` that do not promise to keep acknowledged writes."""
+    level = acks_label(test.get("acks", "all"))
+    settings = [f"acks={level}"] if level != "all" else []
+    min_isr = int(broker_setting(test, "min.insync.replicas", 1))
+    if min_isr < 2:
+        settings.append(f"min.insync.replicas={min_isr}")
+    return settings

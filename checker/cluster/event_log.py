@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -29,6 +29,7 @@ __all__ = [
     "Partition",
     "event_log_paths",
     "leader_changes",
+    "load_events",
     "read_event_log",
     "read_event_logs",
 ]
@@ -165,3 +166,18 @@ def leader_changes(events: Iterable[ControllerEvent]) -> dict[Partition, list[Co
         seen.add(identity)
         changes.setdefault((event.topic, event.partition), []).append(event)
     return changes
+
+
+def load_events(opts: Mapping[str, Any]) -> tuple[list[ControllerEvent], int]:
+    """A checker's events and torn lines: `opts["controller_events"]` (ControllerEvent
+    list), else the logs `opts["event_logs"]` (paths, or node -> path), else those of
+    the run folder `opts["store_dir"]`; none without any of them."""
+    if opts.get("controller_events") is not None:
+        return list(opts["controller_events"]), 0
+    if opts.get("event_logs") is not None:
+        logs = read_event_logs(opts["event_logs"])
+    elif opts.get("store_dir") is not None:
+        logs = read_event_logs(event_log_paths(opts["store_dir"]))
+    else:
+        return [], 0
+    return logs.events, logs.torn_lines

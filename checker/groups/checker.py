@@ -73,6 +73,7 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
 
+from checker.allowed import because
 from checker.core import Anomaly, Result, condense
 from checker.groups.finders import (
     attribute_duplicates,
@@ -213,6 +214,8 @@ class GroupsChecker:
         anomalies: dict[str, Anomaly] = {kind: condense(_sorted(witnesses))
                                          for kind, witnesses in found.items() if witnesses}
         tolerated = {"undelivered"} if test.get("final_reads") is False else set()
+        if set(anomalies) & tolerated:
+            stats["allowed-because"] = {"undelivered": because("undelivered")}
         return Result(valid=not (set(anomalies) - tolerated), anomalies=anomalies, stats=stats,
                       allowed=sorted(set(anomalies) & tolerated),
                       seconds=time.monotonic() - started)

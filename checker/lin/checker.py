@@ -66,6 +66,7 @@ from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
+from checker.allowed import because
 from checker.core import Anomaly, Result, check_by_key, condense, merge_valid
 from checker.history import (
     HistoryItem,
@@ -186,6 +187,8 @@ class LinearizabilityChecker:
             "configurations": sum(r.configurations for r in results),
             "partition_results": [r.to_json() for r in results],
         }
+        if allowed:
+            stats["allowed-because"] = {NONLINEARIZABLE: because(NONLINEARIZABLE)}
         return Result(merge_valid(verdicts), anomalies=anomalies, stats=stats, seconds=seconds,
                       allowed=allowed, error="; ".join(unknown) or None)
 

@@ -27,6 +27,7 @@ from checker.queue.analysis import (
     broker_setting,
     judged,
     promises_no_loss,
+    tolerance_reasons,
 )
 
 __all__ = ["AcksChecker", "counted_losses"]
@@ -95,6 +96,9 @@ class AcksChecker(AnalysisChecker):
                     str(broker_setting(test, "unclean.leader.election.enable", False)).lower(),
             },
         }
+        if tolerated:
+            stats["allowed-because"] = {"lost-allowed-by-configuration": tolerance_reasons(
+                test, ["lost-write"])["lost-write"]}
         return Result(valid=not broken, anomalies=anomalies, stats=stats,
                       allowed=["lost-allowed-by-configuration"] if tolerated else [],
                       seconds=time.monotonic() - started)

@@ -33,6 +33,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, ClassVar
 
+from checker.allowed import ALLOWED_BECAUSE, because
 from checker.core import Anomaly, Memo, Result, condense, safely
 from checker.history import HistoryError, Op
 from checker.queue.events import RESET, Event, Key, events_of, proven_sends
@@ -108,29 +109,28 @@ def promises_no_loss(test: Mapping[str, Any], acks: Any = None) -> bool:
     return level == "all" and min_isr >= 2 and not unclean
 
 
-def tolerance_reasons(test: Mapping[str, Any], kinds: Iterable[str]) -> list[str]:
-    """The settings of this test that allow anomalies of `kinds`, as `name=value` phrases."""
-    kinds = set(kinds)
-    reasons = []
-    if kinds & TRUNCATION:
-        level = acks_label(test.get("acks"))
-        if level != "all":
-            reasons.append(f"acks={level}")
-        min_isr = int(broker_setting(test, "min.insync.replicas", 1))
-        if min_isr < 2:
-            reasons.append(f"min.insync.replicas={min_isr}")
-        if flag(broker_setting(test, "unclean.leader.election.enable", False)):
-            reasons.append("unclean.leader.election.enable=true")
-    if "duplicate" in kinds and test.get("idempotence") is False:
-        reasons.append("idempotence off")
-    if kinds & {"poll-skip", "nonmonotonic-poll"} and test.get("subscribe"):
-        reasons.append("consumer groups (rebalances)")
-    if "unseen" in kinds and test.get("final_reads") is False:
-        reasons.append("no final reads")
-    if kinds & ALWAYS_ALLOWED:
-        reasons.append("transactions interleave their sends (int-send-skip)")
-    if kinds & UNCOMMITTED_READS and reads_uncommitted(test):
-        reasons.append("isolation.level=read_uncommitted")
+def tolerance_reasons(test: Mapping[str, Any], kinds: Iterable[str]) -> dict[str, str]:
+    """Why this test allows each anomaly type of `kinds` (`checker.allowed.because`), with
+    the settings that allow it."""
+    loss_settings = []
+    level = acks_label(test.get("acks"))
+    if level != "all":
+        loss_settings.append(f"acks={level}")
+    min_isr = int(broker_setting(test, "min.insync.replicas", 1))
+    if min_isr < 2:
+        loss_settings.append(f"min.insync.replicas={min_isr}")
+    if flag(broker_setting(test, "unclean.leader.election.enable", False)):
+        loss_settings.append("unclean.leader.election.enable=true")
+    reasons = {}
+    for kind in sorted(kinds):
+        if kind in ("poll-skip", "nonmonotonic-poll") and test.get("subscribe"):
+            reasons[kind] = because(kind)
+        elif kind == "unseen" and test.get("final_reads") is False:
+            reasons[kind] = because(kind, cause="undelivered")
+        elif kind in TRUNCATION:
+            reasons[kind] = because(kind, *loss_settings, cause="lost-write")
+        elif kind in ALLOWED_BECAUSE:
+            reasons[kind] = because(kind)
     return reasons
 
 

@@ -140,11 +140,13 @@ def _analyse_key(key: Key, events: list[Event], dropped: Mapping[Any, Sequence[i
     report = KeyReport(key)
     ok_reads = [event for event in reads if event[5] == "ok"]
     first_read: dict[Any, tuple[int, int]] = {}
+    last_read: dict[Any, int] = {}
     latest_read: dict[int, tuple[int, Any]] = {}
     max_read: tuple[int, int] | None = None
     for index, _, _, when, pairs, *_ in ok_reads:
         for offset, value in pairs:
             latest_read[offset] = (index, value)
+            last_read[value] = max(when, last_read.get(value, when))
             if value not in first_read:
                 first_read[value] = (index, when)
             if max_read is None or offset > max_read[0]:
@@ -156,7 +158,8 @@ def _analyse_key(key: Key, events: list[Event], dropped: Mapping[Any, Sequence[i
     _aborted_reads(report, ok_reads, log.writer)
     _precommitted_reads(report, log)
     in_time()
-    _losses(report, log, first_read, max_read, _overwritten(log.value_offsets, latest_read))
+    _losses(report, log, first_read, last_read, max_read,
+            _overwritten(log.value_offsets, latest_read))
     in_time()
     _poll_orders(report, log, dropped)
     in_time()
@@ -232,10 +235,10 @@ def _overwritten(value_offsets: dict[Any, dict[int, int]],
 
 
 def _losses(report: KeyReport, log: KeyLog, first_read: dict[Any, tuple[int, int]],
-            max_read: tuple[int, int] | None,
+            last_read: dict[Any, int], max_read: tuple[int, int] | None,
             overwritten: dict[Any, tuple[int, Any, int]]) -> None:
     """Committed sends never read (lost below the highest offset read, else unseen), and
-    those read but overwritten later (lost)."""
+    those read but overwritten later (lost; the loss keeps when a poll last read it)."""
     deltas = report.unseen_deltas
     for w in log.committed:
         if log.writer.get(w.value) is not w:
@@ -246,7 +249,7 @@ def _losses(report: KeyReport, log: KeyLog, first_read: dict[Any, tuple[int, int
             offset, other, index = overwritten[value]
             witness = {"key": report.key, "value": value, "offset": offset,
                        "overwritten-by": other, "ops": [w.index, seen[0], index]}
-            _lose(report, w, "lost-write", witness)
+            _lose(report, w, "lost-write", witness, last_read[value])
             continue
         if seen is not None:
             start, end = w.time // NS_PER_SECOND, seen[1] // NS_PER_SECOND
@@ -265,9 +268,12 @@ def _losses(report: KeyReport, log: KeyLog, first_read: dict[Any, tuple[int, int
             deltas[second] = deltas.get(second, 0) + 1
 
 
-def _lose(report: KeyReport, w: Write, kind: str, witness: dict[str, Any]) -> None:
+def _lose(report: KeyReport, w: Write, kind: str, witness: dict[str, Any],
+          last_read: int | None = None) -> None:
+    """A loss: `time` is the send's, `last_read` the time of the last poll that read it."""
     report.losses.append({"kind": kind, "witness": witness, "status": w.status,
-                          "invoke": w.invoke, "time": w.time, "acks": w.acks, "node": w.node})
+                          "invoke": w.invoke, "time": w.time, "last_read": last_read,
+                          "acks": w.acks, "node": w.node})
     report.add(kind, witness)
 
 

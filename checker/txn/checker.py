@@ -33,6 +33,7 @@ from collections.abc import Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
+from checker.allowed import because
 from checker.core import Anomaly, Result, condense
 from checker.queue.analysis import (
     KEY_TXN_ANOMALIES,
@@ -296,6 +297,12 @@ class TxnChecker(AnalysisChecker):
         if reads_uncommitted(test):
             tolerated |= {"G1c", "G-single", "G2"}
         found = set(anomalies)
+        stats: dict[str, Any] = dict(cycles.stats)
+        if found & tolerated:
+            stats["allowed-because"] = {
+                kind: because(kind, "isolation.level=read_uncommitted", cause="precommitted-read")
+                if kind in cycles.without_ww else because(kind)
+                for kind in sorted(found & tolerated)}
         return Result(valid=not (found - tolerated), anomalies=anomalies,
-                      stats=cycles.stats, allowed=sorted(found & tolerated),
+                      stats=stats, allowed=sorted(found & tolerated),
                       seconds=time.monotonic() - started)

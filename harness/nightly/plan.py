@@ -27,6 +27,15 @@
     expect = {anomalies = ["lost-write"], attributed_to = "unclean-election"}
     needs = ["expire-session"]    # default: at least one of the cell's faults
 
+    [[cell]]
+    name = "acks1-kill-leader"
+    options = {acks = "1", nemesis = "kill-leader"}
+    expect = {anomalies = ["lost-write"], attributed_to = "clean-election"}
+    [[cell]]                      # the control of a detection: valid, its options the cell's
+    name = "acks1-kill-leader-control"  # but one key (the knob, version or setting tested)
+    control_of = "acks1-kill-leader"
+    options = {acks = "all", nemesis = "kill-leader"}
+
 Every cell is one db and one option set; its name is stable and readable, because it is
 the runs' test name (their store folder), the junit classname and the key of the store
 index's trends: `<configuration>.<workload>.<nemesis>.<db>` for a matrix cell (a
@@ -60,7 +69,7 @@ import re
 import tempfile
 import tomllib
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -77,7 +86,7 @@ NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.+-]*\Z")
 SET_BY_NIGHT = ("name", "seed", "store", "no_check", "config")
 TOP_KEYS = ("name", "description", "budget", "seeds", "parallel", "defaults", "matrix", "cell")
 MATRIX_KEYS = ("dbs", "workloads", "nemeses", "configurations")
-CELL_KEYS = ("name", "description", "dbs", "seeds", "options", "expect", "needs")
+CELL_KEYS = ("name", "description", "dbs", "seeds", "options", "expect", "needs", "control_of")
 CONFIGURATION_KEYS = ("expect", "needs")
 EXPECT_KEYS = ("anomalies", "any_of", "attributed_to", "found_in", "within", "absent",
                "conclusive_in")
@@ -160,6 +169,7 @@ class Cell:
     zookeepers: int = 0
     faults: tuple[str, ...] = ()
     needs: tuple[str, ...] | None = None
+    control_of: str | None = None
 
     def run_options(self, seed: int, store: Path) -> dict[str, Any]:
         """The `kchaos run` options of this cell's run with `seed` in the night `store`."""
@@ -177,7 +187,8 @@ class Cell:
                 "seeds": list(self.seeds), "expect": self.expect.to_json(),
                 "time_limit": self.time_limit, "nodes": self.nodes,
                 "zookeepers": self.zookeepers, "faults": list(self.faults),
-                "needs": None if self.needs is None else list(self.needs)}
+                "needs": None if self.needs is None else list(self.needs),
+                "control_of": self.control_of}
 
 
 @dataclass(frozen=True)
@@ -253,6 +264,11 @@ def parse_plan(data: Mapping[str, Any], source: str) -> Plan:
             raise PlanError(f"{source}: two cells are named {cell.name!r}; give them "
                             f"different names or configurations")
         seen[cell.name] = cell
+    labels = {cell.label for cell in cells}
+    for cell in cells:
+        if cell.control_of is not None and cell.control_of not in labels:
+            raise PlanError(f"{source}: cell {cell.label}: control_of names no cell of the "
+                            f"plan: {cell.control_of!r}; known: {', '.join(sorted(labels))}")
     return Plan(name, source, tuple(cells), float(budget) if budget is not None else None,
                 parallel, str(data.get("description", "")))
 
@@ -464,8 +480,13 @@ def _explicit(entry: Any, defaults: dict[str, Any], seeds: tuple[int, ...], sour
     cell_seeds = _seeds(entry["seeds"], source, f"{where}.seeds") if "seeds" in entry else seeds
     expect = _expectation(entry.get("expect"), source, f"{where}.expect")
     needs = _needs(entry.get("needs"), source, where)
-    return [_cell(f"{label}.{db}", label, db, "", _merge(defaults, options), cell_seeds,
-                  expect, needs, source) for db in dbs]
+    control_of = entry.get("control_of")
+    if control_of is not None and (not isinstance(control_of, str) or control_of == label):
+        raise PlanError(f"{source}: {where}.control_of must name another cell, "
+                        f"got {control_of!r}")
+    return [replace(_cell(f"{label}.{db}", label, db, "", _merge(defaults, options),
+                          cell_seeds, expect, needs, source), control_of=control_of)
+            for db in dbs]
 
 
 def _cell(name: str, label: str, db: str, configuration: str, options: dict[str, Any],

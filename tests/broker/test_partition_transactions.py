@@ -5,11 +5,13 @@ applying the same state, dedup across failover and restart, and the two seeded d
 from __future__ import annotations
 
 import asyncio
+import json
 
 import pytest
 from kafka.record import MemoryRecords
 
 from broker.errors import BrokerError, ErrorCode
+from broker.event_log import EventLog
 from broker.replica.partition import Partition
 from broker.replica.purgatory import wait_any
 from broker.storage import LogConfig, PartitionLog
@@ -221,3 +223,17 @@ def test_read_uncommitted_leak_serves_read_committed_up_to_the_high_watermark(tm
     assert fetched.aborted_transactions == []
     assert fetched.last_stable_offset == fetched.high_watermark == 5
     assert partition.last_stable_offset == 3
+
+
+def test_a_leaking_fetch_past_the_stable_offset_is_written_to_the_event_log(tmp_path):
+    events = EventLog(tmp_path / "events.jsonl", broker_id=1)
+    partition = leader(tmp_path / "t-0", isr=(1,), read_uncommitted_leak=True, events=events)
+    send(partition, 1)
+    partition.append_txn_marker(1, 0, True, 0)
+    partition.fetch(0, 1 << 20, -1, read_committed=True)
+    assert not (tmp_path / "events.jsonl").exists()
+    send(partition, 2)
+    partition.fetch(3, 1 << 20, -1, read_committed=True)
+    [event] = [json.loads(line) for line in (tmp_path / "events.jsonl").read_text().splitlines()]
+    assert event["event"] == "read-uncommitted-leaked"
+    assert (event["from_offset"], event["to_offset"], event["last_stable_offset"]) == (3, 5, 3)

@@ -182,3 +182,23 @@ def test_a_loss_with_no_election_at_all_is_unexplained(tmp_path):
     result = ElectionChecker().check(config_of(unclean=True), b.ops, {"store_dir": store})
     assert result.valid is False
     assert "unexplained-loss" in result.anomalies
+
+
+def test_a_loss_is_blamed_on_the_election_after_a_poll_last_read_it_not_the_first_after_its_ack(
+        tmp_path):
+    b = Builder()
+    b.send(0, 1, 10, 0)
+    ack_ms = b.time / 1e6
+    b.poll(5, {1: [(0, 10)]})
+    b.poll(5, {1: [(0, 10)]})
+    read_ms = b.time / 1e6
+    b.send(0, 1, 20, 0)
+    b.poll(5, {1: [(0, 20)]})
+    survived = election(ack_ms + 1, unclean=False, old=1, new=2, epoch=3)
+    dropped = election(read_ms + 1, unclean=True, old=2, new=3, epoch=4)
+    store = write_store(tmp_path, {"n3": [survived, dropped]})
+    result = ElectionChecker().check(config_of(unclean=True), b.ops, {"store_dir": store})
+    assert set(result.anomalies) == {"unclean-election-loss"}
+    [witness] = result.anomalies["unclean-election-loss"].examples
+    assert witness["election"]["leader_epoch"] == 4
+    assert witness["last_read_ms"] == START_MS + read_ms

@@ -63,6 +63,21 @@ def test_the_banner_names_the_debug_knobs_a_run_used(store: Path) -> None:
     assert "debug knobs (seeded defects): kchaos.debug.ack-commit-before-replication=true" in text
 
 
+def test_each_allowed_type_is_shown_with_its_reason(store: Path) -> None:
+    from checker.allowed import because
+    run_dir = (store / "queue-valid" / "latest").resolve()
+    results = json.loads((run_dir / "results.json").read_text())
+    queue = results["checkers"]["queue"]
+    queue["anomalies"] = {"int-send-skip": {"count": 2, "examples": []}}
+    queue["allowed"] = ["int-send-skip"]
+    queue["stats"]["allowed-because"] = {"int-send-skip": because("int-send-skip")}
+    (run_dir / "results.json").write_text(json.dumps(results))
+    text = text_of(write_report(run_files(run_dir)).path.read_text())
+    assert f"int-send-skip: {because('int-send-skip')}" in text
+    reason = because("int-send-skip")
+    assert f"int-send-skip : 2 found, 0 witnesses shown (allowed: {reason})" in text
+
+
 def test_invalid_run_shows_every_queue_anomaly_with_witnesses(store: Path) -> None:
     report = write_report(run_files(store / "queue-anomalies" / "latest"))
     page = report.path.read_text()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from checker.allowed import ALLOWED_BECAUSE, because
 from checker.queue.analysis import QueueChecker
 from checker.registry import composed
 from reports.summary import headline, summary_lines
@@ -11,6 +12,7 @@ SAFE = {"acks": "all", "broker_config": {"min.insync.replicas": "2",
                                          "unclean.leader.election.enable": "false"}}
 UNCLEAN = {"acks": "all", "broker_config": {"min.insync.replicas": "1",
                                             "unclean.leader.election.enable": "true"}}
+UNCLEAN_SETTINGS = ("min.insync.replicas=1", "unclean.leader.election.enable=true")
 
 
 def lost_history():
@@ -26,8 +28,24 @@ def test_allowed_losses_are_named_with_the_settings_that_allow_them():
     text = headline(results)
     assert text.startswith("VALID for this configuration: 1 acknowledged write lost")
     assert "lost-write 1" in text
-    assert "allowed because min.insync.replicas=1, unclean.leader.election.enable=true" in text
+    assert text.endswith(f"(allowed: {because('lost-write', *UNCLEAN_SETTINGS)})")
     assert "no anomalies" not in text
+
+
+def test_each_allowed_type_is_named_with_its_own_reason():
+    results = {"valid": True, "checkers": {
+        "queue": {"valid": True, "allowed": ["int-send-skip"],
+                  "anomalies": {"int-send-skip": {"count": 2}},
+                  "stats": {"allowed-because": {"int-send-skip": because("int-send-skip")}}},
+        "txn": {"valid": True, "allowed": ["G0", "G1c"],
+                "anomalies": {"G0": {"count": 9}, "G1c": {"count": 16}},
+                "stats": {"allowed-because": {"G0": because("G0"), "G1c": because("G1c")}}}}}
+    text = headline(results)
+    assert text == ("VALID for this configuration: "
+                    f"G0 9 (allowed: {because('G0')}); "
+                    f"G1c 16 (allowed: {because('G1c')}); "
+                    f"int-send-skip 2 (allowed: {because('int-send-skip')})")
+    assert len(set(ALLOWED_BECAUSE[k] for k in ("G0", "G1c", "int-send-skip"))) == 3
 
 
 def test_the_safe_contract_is_invalid_and_a_clean_history_has_no_anomalies():
@@ -58,5 +76,5 @@ def test_every_lost_write_is_kept_in_the_queue_stats():
     assert len(result.anomalies["lost-write"].examples) == 8
     assert result.stats["lost-writes"] == sorted(([k, v, o] for k, v, o in
                                                   (["x", n, n] for n in range(40))), key=repr)
-    assert result.stats["allowed-because"] == ["min.insync.replicas=1",
-                                               "unclean.leader.election.enable=true"]
+    assert result.stats["allowed-because"] == {
+        "lost-write": because("lost-write", *UNCLEAN_SETTINGS)}

@@ -1,0 +1,174 @@
+"""The seeded-defect checker: which failing anomalies a broker's seeded defect caused.
+
+Our broker's testing-only properties `kchaos.debug.*` break it on purpose, and it writes
+an event to its node's event log each time a defect acts. This checker ties the run's
+failing queue anomalies (the types the test's configuration does not allow, lost and
+unseen writes included) to those events, so a detection cell can require its defect's
+own anomaly (`attributed_to = "fencing-skipped"`) rather than any anomaly its faults cause:
+
+  fencing-skipped  `txn-fencing-skipped` (`kchaos.debug.skip-epoch-fencing`: the
+                   coordinator let an older producer epoch act, or gave a new producer
+                   the next epoch without aborting the open transaction). A witness
+                   names a `txn` op that sends, of a process of that transactional id (process p
+                   uses `test["transactional_ids"][p % len]`), and the event came after
+                   the op began and at most `ZOMBIE_MS` after it ended: the op's own
+                   transaction, or its producer left behind as a zombie, was not fenced.
+  unflushed-lost   `unflushed-lost` (`kchaos.debug.lose-unflushed-on-crash`: a restart
+                   cut a partition's log back to its last flush: offsets `to_offset` up
+                   to `from_offset`, its end before the cut). A witness names an
+                   offset in that range of a key of that partition
+                   (`checker.cluster.elections.partition_of`), sent before the event.
+  read-uncommitted-leak  `read-uncommitted-leaked` (`kchaos.debug.read-uncommitted-leak`:
+                   a read_committed fetch of offsets `from_offset` to `to_offset` was
+                   served records past the last stable offset or of aborted
+                   transactions). A witness names an offset in that range of a key of
+                   that partition.
+
+Each tied witness is reported under the defect's name with the anomaly type it ties
+(`type`) and the event (`event`); any tied witness makes the run invalid, as the
+anomaly itself does. Events come from the node logs as the elections checker reads
+them (`checker.cluster.event_log.load_events`).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from checker.cluster.elections import NS_PER_MS, partition_of
+from checker.cluster.event_log import ControllerEvent, load_events
+from checker.core import Memo, Result, condense
+from checker.history import Op
+from checker.queue.acks import counted_losses
+from checker.queue.analysis import QueueAnalysis, allowed_anomalies, analyse, judged
+from checker.queue.finders import QueueBudget
+
+__all__ = ["DEFECT_EVENTS", "DefectChecker", "ZOMBIE_MS"]
+
+# The defect each event names, by event.
+DEFECT_EVENTS = {"txn-fencing-skipped": "fencing-skipped", "unflushed-lost": "unflushed-lost",
+                 "read-uncommitted-leaked": "read-uncommitted-leak"}
+# How long after its op ended a transaction's abandoned producer may still act: the
+# workload keeps such zombies retrying their commit or abort for 30 s.
+ZOMBIE_MS = 30_000
+
+
+class DefectChecker:
+    """Ties failing anomalies to the seeded-defect events of the nodes' logs."""
+
+    def check(self, test: Mapping[str, Any], history: Sequence[Op],
+              opts: Mapping[str, Any]) -> Result:
+        started = time.monotonic()
+        events, _ = load_events(opts)
+        defect_events = [e for e in events if e.event in DEFECT_EVENTS]
+        stats: dict[str, Any] = {
+            f"{name}-events": sum(1 for e in defect_events if DEFECT_EVENTS[e.event] == name)
+            for name in DEFECT_EVENTS.values()}
+        if not defect_events:
+            return Result(True, stats=stats, seconds=time.monotonic() - started)
+        if test.get("start_wall_ms") is None:
+            return Result("unknown", stats=stats, seconds=time.monotonic() - started,
+                          error="test has no start_wall_ms: cannot align ops with events")
+        analysis = _analysis(test, history, opts)
+        if analysis.unknown:
+            return Result("unknown", stats=stats, seconds=time.monotonic() - started,
+                          error="; ".join(analysis.unknown))
+        spans = _txn_spans(history, test["start_wall_ms"])
+        found: dict[str, list[dict[str, Any]]] = {}
+        for kind, witness in failing_witnesses(test, analysis):
+            for event in defect_events:
+                defect = DEFECT_EVENTS[event.event]
+                if _ties(defect, event, witness, test, spans):
+                    found.setdefault(defect, []).append(
+                        {"type": kind, **witness, "event": {
+                            k: v for k, v in event.to_json().items() if v is not None}})
+                    break
+        anomalies = {name: condense(sorted(ws, key=lambda w: w["ops"]))
+                     for name, ws in sorted(found.items())}
+        stats["tied"] = {name: len(ws) for name, ws in sorted(found.items())}
+        return Result(valid=not anomalies, anomalies=anomalies, stats=stats,
+                      seconds=time.monotonic() - started)
+
+
+def _analysis(test: Mapping[str, Any], history: Sequence[Op],
+              opts: Mapping[str, Any]) -> QueueAnalysis:
+    analysis = opts.get("queue_analysis")
+    if analysis is None:
+        memo = opts.get("memo") or Memo()
+        analysis = memo.get("queue-analysis", lambda: analyse(
+            history, budget=QueueBudget.of(test, opts)))
+    return analysis
+
+
+def failing_witnesses(test: Mapping[str, Any], analysis: QueueAnalysis
+                      ) -> Iterable[tuple[str, dict[str, Any]]]:
+    """(type, witness) of every anomaly the test's configuration does not allow: each
+    counted loss, and the kept witnesses of the other types."""
+    allowed = allowed_anomalies(test)
+    for loss in counted_losses(test, analysis):
+        if loss["kind"] not in allowed:
+            yield loss["kind"], {**loss["witness"], "sent_ns": loss["time"]}
+    for kind, anomaly in judged(test, analysis).anomalies.items():
+        if kind in allowed or kind in ("lost-write", "unseen"):
+            continue
+        for witness in anomaly.examples:
+            yield kind, witness
+
+
+def _txn_spans(history: Sequence[Op], start_wall_ms: float
+               ) -> dict[int, tuple[Any, float, float]]:
+    """Each txn op that sends: its indices (invocation and completion) -> (process,
+    began, ended) in wall-clock ms."""
+    began: dict[Any, Op] = {}
+    spans: dict[int, tuple[Any, float, float]] = {}
+    for op in history:
+        if op.f != "txn" or not any(isinstance(micro, list) and micro[:1] == ["send"]
+                                    for micro in op.value or ()):
+            continue
+        if op.type == "invoke":
+            began[op.process] = op
+            continue
+        invoke = began.pop(op.process, None)
+        start = op.time if invoke is None else invoke.time
+        span = (op.process, start_wall_ms + start / NS_PER_MS,
+                start_wall_ms + op.time / NS_PER_MS)
+        spans[op.index] = span
+        if invoke is not None:
+            spans[invoke.index] = span
+    return spans
+
+
+def _transactional_id(test: Mapping[str, Any], process: Any) -> str | None:
+    ids = test.get("transactional_ids") or []
+    if not ids or not isinstance(process, int):
+        return None
+    return str(ids[process % len(ids)])
+
+
+def _ties(defect: str, event: ControllerEvent, witness: Mapping[str, Any],
+          test: Mapping[str, Any], spans: Mapping[int, tuple[Any, float, float]]) -> bool:
+    if defect == "fencing-skipped":
+        txn_id = event.details.get("transactional_id")
+        for index in witness.get("ops") or []:
+            span = spans.get(index)
+            if span is None:
+                continue
+            process, began, ended = span
+            if (_transactional_id(test, process) == txn_id
+                    and began <= event.time <= ended + ZOMBIE_MS):
+                return True
+        return False
+    offset, key = witness.get("offset"), witness.get("key")
+    if not isinstance(offset, int) or key is None:
+        return False
+    first, end = ("to_offset", "from_offset") if defect == "unflushed-lost" else (
+        "from_offset", "to_offset")
+    low, high = event.details.get(first), event.details.get(end)
+    if not isinstance(low, int) or not isinstance(high, int) or not low <= offset < high:
+        return False
+    sent = witness.get("sent_ns")
+    if (defect == "unflushed-lost" and sent is not None
+            and test["start_wall_ms"] + sent / NS_PER_MS > event.time):
+        return False
+    return partition_of(test, key) == (event.topic, event.partition)

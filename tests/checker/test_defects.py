@@ -1,0 +1,113 @@
+"""The seeded-defect checker: failing anomalies tied to the broker's defect events."""
+
+from __future__ import annotations
+
+import pytest
+
+from checker.cluster.defects import ZOMBIE_MS, DefectChecker
+from checker.cluster.event_log import ControllerEvent
+from tests.support.queue_histories import Builder
+
+START_MS = 1_700_000_000_000
+IDS = ["kchaos-txn-0", "kchaos-txn-1"]
+
+
+def settings(**extra) -> dict:
+    return {"acks": "all", "start_wall_ms": START_MS, "transactional_ids": IDS,
+            "broker_config": {"min.insync.replicas": 2}, **extra}
+
+
+def lost_txn_write() -> tuple[Builder, float]:
+    """Process 3 (transactional id kchaos-txn-1) commits values 10 and 20 to keys x and y;
+    10 is lost (a later offset of x is read, 10 never is)."""
+    b = Builder()
+    b.sends(3, [("x", 10, 0), ("y", 20, 0)])
+    ended_ms = b.time / 1e6
+    b.sends(2, [("x", 11, 1), ("y", 21, 1)])
+    b.poll(0, {"x": [(1, 11)], "y": [(0, 20), (1, 21)]})
+    return b, ended_ms
+
+
+def fencing(ms_after_start: float, txn_id: str = "kchaos-txn-1") -> ControllerEvent:
+    return ControllerEvent(time=START_MS + int(ms_after_start), event="txn-fencing-skipped",
+                           node="n1", details={"transactional_id": txn_id,
+                                               "request_epoch": 1, "producer_epoch": 2})
+
+
+def check(b: Builder, events: list[ControllerEvent], **extra):
+    return DefectChecker().check(settings(**extra), b.ops, {"controller_events": events})
+
+
+def test_a_loss_of_a_transaction_whose_producer_was_not_fenced_is_tied_to_the_event():
+    b, ended_ms = lost_txn_write()
+    result = check(b, [fencing(ended_ms + 5_000)])
+    assert result.valid is False
+    [witness] = result.anomalies["fencing-skipped"].examples
+    assert witness["type"] == "lost-write" and witness["value"] == 10
+    assert witness["event"]["transactional_id"] == "kchaos-txn-1"
+
+
+@pytest.mark.parametrize("event", [
+    pytest.param(lambda ended: fencing(ended + 5_000, "kchaos-txn-0"), id="another-id"),
+    pytest.param(lambda ended: fencing(ended + ZOMBIE_MS + 1_000), id="after-zombies"),
+    pytest.param(lambda ended: fencing(0), id="before-the-op"),
+])
+def test_a_fencing_event_of_another_producer_or_time_ties_nothing(event):
+    b, ended_ms = lost_txn_write()
+    result = check(b, [event(ended_ms)])
+    assert result.valid is True and not result.anomalies
+    assert result.stats["fencing-skipped-events"] == 1
+
+
+def test_without_defect_events_the_checker_is_valid_and_reads_no_history():
+    result = DefectChecker().check(settings(), [], {"controller_events": []})
+    assert result.valid is True
+    assert set(result.stats.values()) == {0}
+
+
+def lost_write_at(offset: int) -> Builder:
+    b = Builder()
+    b.send(0, 1, 10, offset)
+    b.send(0, 1, 11, offset + 1)
+    b.poll(5, {1: [(offset + 1, 11)]})
+    return b
+
+
+def unflushed(ms_after_start: float, partition: int, cut_to: int, end: int) -> ControllerEvent:
+    return ControllerEvent(time=START_MS + int(ms_after_start), event="unflushed-lost",
+                           node="n2", topic="kchaos", partition=partition,
+                           details={"from_offset": end, "to_offset": cut_to, "bytes": 100})
+
+
+def test_a_lost_write_in_a_partitions_cut_tail_is_tied_to_the_power_loss():
+    b = lost_write_at(4)
+    tied = check(b, [unflushed(b.time / 1e6, partition=1, cut_to=3, end=6)])
+    assert [w["type"] for w in tied.anomalies["unflushed-lost"].examples] == ["lost-write"]
+    for event in (unflushed(b.time / 1e6, partition=2, cut_to=3, end=6),
+                  unflushed(b.time / 1e6, partition=1, cut_to=5, end=6),
+                  unflushed(0, partition=1, cut_to=3, end=6)):
+        assert check(b, [event]).valid is True
+
+
+def test_an_allowed_loss_is_not_tied():
+    b = lost_write_at(4)
+    result = check(b, [unflushed(b.time / 1e6, partition=1, cut_to=3, end=6)],
+                   broker_config={"min.insync.replicas": 1})
+    assert result.valid is True
+
+
+def test_an_aborted_read_in_a_leaked_fetch_is_tied_to_the_leak():
+    b = Builder()
+    b.send(0, 1, 10, 3, kind="fail")
+    b.poll(5, {1: [(3, 10)]})
+    leak = ControllerEvent(time=START_MS + 1, event="read-uncommitted-leaked", node="n1",
+                           topic="kchaos", partition=1,
+                           details={"from_offset": 2, "to_offset": 5,
+                                    "last_stable_offset": 2, "aborted": [[7, 3]]})
+    result = check(b, [leak])
+    [witness] = result.anomalies["read-uncommitted-leak"].examples
+    assert witness["type"] == "G1a" and witness["offset"] == 3
+    elsewhere = ControllerEvent(time=START_MS + 1, event="read-uncommitted-leaked",
+                                node="n1", topic="kchaos", partition=1,
+                                details={"from_offset": 4, "to_offset": 5})
+    assert check(b, [elsewhere]).valid is True
