@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
+from typing import Any, ClassVar
 
 from checker.cluster.elections import NS_PER_MS, partition_of
 from checker.cluster.event_log import ControllerEvent, load_events
@@ -56,6 +56,8 @@ ZOMBIE_MS = 30_000
 
 class DefectChecker:
     """Ties failing anomalies to the seeded-defect events of the nodes' logs."""
+
+    anomaly_types: ClassVar[tuple[str, ...]] = tuple(DEFECT_EVENTS.values())
 
     def check(self, test: Mapping[str, Any], history: Sequence[Op],
               opts: Mapping[str, Any]) -> Result:

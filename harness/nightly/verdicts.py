@@ -26,7 +26,9 @@ Facts of a run (`run_facts`), from its stored files:
 A run showing a type of `absent` (allowed or not) meets nothing, and an inconclusive
 run meets nothing. Otherwise, a run meets a valid cell's expectation when its verdict is
 True ("unknown" is not valid). It meets a detection when every expected type was found
-(allowed or not, count > 0), at least one of `any_of` was, the attribution holds
+(count > 0; a type the configuration allowed counts only when the cell attributes it to
+a clean or unclean election, the allowed loss being the point), at least one of
+`any_of` was, the attribution holds
 (`attributed_to = X`: some checker reports `X-loss` or `X`, so "unclean-election" is
 the elections checker's `unclean-election-loss`) and, with `within`, its time to
 detection is at most that many seconds. A detection cell is met when at least
@@ -96,9 +98,19 @@ def attributed(found: Mapping[str, int], cause: str) -> bool:
     return found.get(f"{cause}-loss", 0) > 0 or found.get(cause, 0) > 0
 
 
-def expected_found(expect: Expectation, found: Mapping[str, int]) -> bool:
-    return (all(found.get(kind, 0) > 0 for kind in expect.anomalies)
-            and (not expect.any_of or any(found.get(kind, 0) > 0 for kind in expect.any_of))
+# Attributions whose point is a loss the configuration allows: a cell attributing its
+# expected types to an election counts them found also when they were allowed.
+ALLOWED_IS_THE_POINT = frozenset({"clean-election", "unclean-election"})
+
+
+def expected_found(expect: Expectation, found: Mapping[str, int],
+                   failing: Mapping[str, int]) -> bool:
+    """Every expected type and one of `any_of` found, and the attribution holds. An
+    expected type the configuration allowed counts only when the cell attributes it to
+    an election (the allowed loss is the point); otherwise only failing ones count."""
+    counted = found if expect.attributed_to in ALLOWED_IS_THE_POINT else failing
+    return (all(counted.get(kind, 0) > 0 for kind in expect.anomalies)
+            and (not expect.any_of or any(counted.get(kind, 0) > 0 for kind in expect.any_of))
             and (expect.attributed_to is None or attributed(found, expect.attributed_to)))
 
 
@@ -209,7 +221,7 @@ def run_meets(expect: Expectation, facts: RunFacts | None) -> bool:
         return False
     if expect.valid:
         return facts.valid is True
-    if not expected_found(expect, facts.anomalies):
+    if not expected_found(expect, facts.anomalies, facts.failing):
         return False
     return expect.within is None or (facts.detection_s is not None
                                      and facts.detection_s <= expect.within)
@@ -273,8 +285,8 @@ def cell_outcome(cell: Cell, facts: Sequence[RunFacts | None], skipped: int = 0,
             f"found in {len(met_runs)} of {len(counted)} conclusive runs, {len(facts)} seeds "
             f"(needs {needed})", *notes]))
     timed = [f.detection_s for f in (counted if expect.valid else
-                                     [f for f in counted if expected_found(expect,
-                                                                           f.anomalies)])]
+                                     [f for f in counted if expected_found(expect, f.anomalies,
+                                                                           f.failing)])]
     return CellOutcome(
         met=met, runs=len(facts), runs_met=len(met_runs), needed=needed, skipped=skipped,
         errors=errors, conclusive=len(counted), inconclusive=len(unsure),
