@@ -7,6 +7,7 @@ from collections.abc import Callable, Iterable
 from checker.cluster.availability import AvailabilityChecker
 from checker.cluster.elections import ElectionChecker
 from checker.core import Checker, Composed, compose
+from checker.faults import FaultsChecker
 from checker.groups.checker import GroupsChecker
 from checker.lin.checker import LinearizabilityChecker
 from checker.queue.acks import AcksChecker
@@ -14,7 +15,7 @@ from checker.queue.analysis import QueueChecker
 from checker.transfer import TransferChecker
 from checker.txn.checker import TxnChecker
 
-__all__ = ["CHECKERS", "NEED_NODE_LOGS", "checker_names", "composed"]
+__all__ = ["CHECKERS", "FAULTS_CHECKER", "NEED_NODE_LOGS", "checker_names", "composed"]
 
 CHECKERS: dict[str, Callable[[], Checker]] = {
     "queue": QueueChecker,
@@ -25,7 +26,10 @@ CHECKERS: dict[str, Callable[[], Checker]] = {
     "txn": TxnChecker,
     "groups": GroupsChecker,
     "transfer": TransferChecker,
+    "faults": FaultsChecker,
 }
+# The checker every run adds to its workload's (which asked faults took effect).
+FAULTS_CHECKER = "faults"
 # Checkers that read the nodes' logs of a run folder (a bare history has none).
 NEED_NODE_LOGS = frozenset({"elections"})
 

@@ -14,10 +14,10 @@ from pathlib import Path
 from typing import Any
 
 from checker.core import Composed, Result
-from checker.history import Op
+from checker.history import NEMESIS, Op
 from checker.history.errors import HistoryError
 from checker.history.formats import QUEUE_FORMATS
-from checker.registry import NEED_NODE_LOGS, checker_names, composed
+from checker.registry import FAULTS_CHECKER, NEED_NODE_LOGS, checker_names, composed
 from harness import exit_codes
 from harness.db.kchaos import KchaosOptions
 from harness.options import ConfigError, Declared, add_arguments, declared, layered
@@ -220,13 +220,16 @@ def _is_text(head: bytes) -> bool:
 
 def _default_checkers(workload: str, histories: Iterable[Sequence[Op]]) -> tuple[str, ...]:
     """The workload's checkers (those that need the nodes' logs aside), with `txn` when a
-    history holds transactions and `groups` when it holds consumer-group ops."""
+    history holds transactions, `groups` when it holds consumer-group ops and `faults`
+    when it holds nemesis ops."""
     names = [name for name in WORKLOADS[workload].checkers if name not in NEED_NODE_LOGS]
     ops = [op for ops in histories for op in ops]
     if "txn" not in names and any(op.f == "txn" for op in ops):
         names.append("txn")
     if "groups" not in names and any(op.f in GROUP_FS or "group" in op.extra for op in ops):
         names.append("groups")
+    if FAULTS_CHECKER not in names and any(op.process == NEMESIS for op in ops):
+        names.append(FAULTS_CHECKER)
     return tuple(names)
 
 
