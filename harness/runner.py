@@ -214,6 +214,8 @@ def _run_workload(test: Test, record: dict[str, Any], db: RunningDB, run_dir: Pa
                 print(f"kchaos: {test.time_limit:g} s of the {test.workload.name} workload "
                       f"({_describe(workload.test_fields)}, {workload.concurrency} threads) "
                       f"with faults: {', '.join(faults.faults) or 'none'}", file=out, flush=True)
+                if faults.note:
+                    print(f"kchaos: note: {faults.note}", file=out, flush=True)
                 with _client_logs(run_dir / CLIENT_LOG_FILE) as client_lines, \
                         ProgressPrinter(lambda: {**interpreter.progress.snapshot(),
                                                  "elapsed": clock() / 1e9,
