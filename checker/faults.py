@@ -29,7 +29,10 @@ from typing import Any
 from checker.core import Result
 from checker.history import FAULT_STOPS, HEAL, NEMESIS, Op, fault_took_effect
 
-__all__ = ["FaultsChecker", "asked_faults", "fault_invocations", "fault_stats"]
+__all__ = ["FAULTS_CHECKER", "FaultsChecker", "asked_faults", "fault_invocations",
+           "fault_stats"]
+
+FAULTS_CHECKER = "faults"  # its name in the registry and in results.json
 
 STOP_FS = frozenset(FAULT_STOPS.values()) | {HEAL}
 

@@ -7,7 +7,7 @@ from collections.abc import Callable, Iterable
 from checker.cluster.availability import AvailabilityChecker
 from checker.cluster.elections import ElectionChecker
 from checker.core import Checker, Composed, compose
-from checker.faults import FaultsChecker
+from checker.faults import FAULTS_CHECKER, FaultsChecker
 from checker.groups.checker import GroupsChecker
 from checker.lin.checker import LinearizabilityChecker
 from checker.queue.acks import AcksChecker
@@ -26,10 +26,8 @@ CHECKERS: dict[str, Callable[[], Checker]] = {
     "txn": TxnChecker,
     "groups": GroupsChecker,
     "transfer": TransferChecker,
-    "faults": FaultsChecker,
+    FAULTS_CHECKER: FaultsChecker,  # every run adds it to its workload's checkers
 }
-# The checker every run adds to its workload's (which asked faults took effect).
-FAULTS_CHECKER = "faults"
 # Checkers that read the nodes' logs of a run folder (a bare history has none).
 NEED_NODE_LOGS = frozenset({"elections"})
 

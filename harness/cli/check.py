@@ -259,6 +259,7 @@ def _check_on_spark(test: dict[str, Any], checker: Composed, files: list[str],
 def _finish(files: list[str], checked: dict[str, Result | Exception], json_path: Path | None,
             seconds: float) -> int:
     bodies = []
+    states: dict[str, str | None] = {}
     for file in files:
         outcome = checked[file]
         if len(files) > 1:
@@ -267,16 +268,19 @@ def _finish(files: list[str], checked: dict[str, Result | Exception], json_path:
             print(f"kchaos check-history: {outcome}", file=sys.stderr)
             bodies.append({"file": file, "error": str(outcome)})
             continue
-        from reports.summary import headline, summary_lines  # loads matplotlib: only now
+        from reports.summary import headline, run_state, summary_lines  # matplotlib: only now
 
-        for line in summary_lines(outcome):
+        for line in summary_lines(outcome, colour=sys.stdout.isatty()):
             print(line)
         body = outcome.to_json()
-        bodies.append({"file": file, **body, "summary": headline(body)})
+        state = run_state(body)
+        states[file] = state
+        bodies.append({"file": file, "valid": body["valid"], "state": state, **body,
+                       "summary": headline(body)})
     if not all(isinstance(outcome, Exception) for outcome in checked.values()):
         print(f"kchaos: checked in {seconds:.1f} s")
     codes = [exit_codes.ERROR if isinstance(checked[file], Exception)
-             else exit_codes.for_verdict(checked[file].valid) for file in files]
+             else exit_codes.for_state(states[file]) for file in files]
     if json_path is not None and (len(files) > 1 or codes[0] != exit_codes.ERROR):
         document = {"files": bodies} if len(files) > 1 else {
             key: value for key, value in bodies[0].items() if key != "file"}
