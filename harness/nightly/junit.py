@@ -4,13 +4,15 @@
       <testcase classname="<cell>" name="<cell> seed=<S>" time="<run seconds>">
         <properties> seed, db, configuration (JSON of the cell's options), time_limit
                      (the effective one: a scenario's wins), expect, run (folder),
-                     and the run's facts: verdict, first_anomaly_s, ops_per_s, availability
+                     and the run's facts: verdict, state (`reports.summary.run_state`:
+                     valid, allowed, invalid, unknown or inconclusive), first_anomaly_s,
+                     ops_per_s, availability
         <failure message="..."/>   the run did not meet its cell's expectation, and the
                                    cell as a whole is not met: the anomalies found, or
                                    what was expected and what was found
         <error message="..."/>     the run ended in a harness error, or has no results
         <skipped message="..."/>   not started within the budget
-        <system-out>               the run's verdict line, and why a detection seed that
+        <system-out>               the run's headline (its state's word first), and why a detection seed that
                                    found nothing passes (its cell met found_in without it)
 
 So CI marks a failure exactly when the night's exit code is 1.
@@ -65,6 +67,7 @@ def junit_tree(title: str, cells: Mapping[str, Cell], runs: Sequence[RunRecord],
                             ("expect", json.dumps(cell.expect.to_json())),
                             ("run", record.run_dir or ""),
                             ("verdict", json.dumps(facts.get("valid"))),
+                            ("state", facts.get("state")),
                             ("first_anomaly_s", facts.get("first_anomaly_s")),
                             ("ops_per_s", facts.get("ops_per_s")),
                             ("availability", facts.get("availability"))):

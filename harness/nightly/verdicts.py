@@ -40,7 +40,7 @@ from typing import Any
 
 from harness.nightly.plan import Cell, Expectation
 from harness.store import HISTORY_FILE, RESULTS_FILE
-from reports.summary import headline
+from reports.summary import headline, run_state
 
 __all__ = ["CellOutcome", "RunFacts", "attributed", "cell_outcome", "expected_found",
            "run_facts", "run_meets"]
@@ -57,11 +57,13 @@ class RunFacts:
     first_anomaly_s: float | None = None
     ops_per_s: float | None = None
     availability: float | None = None
+    state: str | None = None  # reports.summary.run_state
 
     def to_json(self) -> dict[str, Any]:
-        return {"valid": self.valid, "summary": self.summary, "anomalies": self.anomalies,
-                "failing": self.failing, "first_anomaly_s": self.first_anomaly_s,
-                "ops_per_s": self.ops_per_s, "availability": self.availability}
+        return {"valid": self.valid, "state": self.state, "summary": self.summary,
+                "anomalies": self.anomalies, "failing": self.failing,
+                "first_anomaly_s": self.first_anomaly_s, "ops_per_s": self.ops_per_s,
+                "availability": self.availability}
 
 
 def anomaly_counts(results: Mapping[str, Any]) -> tuple[dict[str, int], dict[str, int]]:
@@ -184,7 +186,8 @@ def facts_of(results: Mapping[str, Any], expect: Expectation, history: Path) -> 
         valid = "unknown"
     return RunFacts(valid, headline(results) if results else "no results", found, failing,
                     first, ops_per_s,
-                    round(1 - fraction, 4) if isinstance(fraction, int | float) else None)
+                    round(1 - fraction, 4) if isinstance(fraction, int | float) else None,
+                    run_state(results))
 
 
 def run_meets(expect: Expectation, facts: RunFacts | None) -> bool:
