@@ -12,8 +12,9 @@
                                    what was expected and what was found
         <error message="..."/>     the run ended in a harness error, or has no results
         <skipped message="..."/>   not started within the budget
-        <system-out>               the run's headline (its state's word first), and why a detection seed that
-                                   found nothing passes (its cell met found_in without it)
+        <system-out>               the run's headline (its state's word first), and why
+                                   a detection seed that found nothing passes (its cell
+                                   met found_in without it)
 
 So CI marks a failure exactly when the night's exit code is 1.
 """

@@ -117,4 +117,5 @@ def test_the_terminal_headline_has_its_states_colour():
     from checker.core import Result
 
     results = Result(True, checkers={"queue": Result(True)})
-    assert summary_lines(results, colour=True)[0] == "kchaos: \033[32mVALID: no anomalies found\033[0m"
+    assert summary_lines(results, colour=True)[0] == \
+        "kchaos: \033[32mVALID: no anomalies found\033[0m"
