@@ -107,6 +107,10 @@ def test_the_progress_line_names_faults_as_the_user_asked_in_a_few_words():
     snapshot = {"elapsed": 3.0, "ops_per_second": 10.0, "ok": 5, "fail": 0, "info": 1,
                 "faults": {"start-partition": partition, "kill": kill}}
     assert describe(snapshot, 10).endswith("faults: isolate-zookeeper, kill-controller n2")
+    coordinator = {"f": "kill", "fault": "kill-coordinator",
+                   "value": {"group": "g0", "n1": "killed"}}
+    assert describe({**snapshot, "faults": {"kill": coordinator}}, 10).endswith(
+        "faults: kill-coordinator n1")
     old = {"f": "start-partition", "value": {"n1": ["n2"]}}
     assert describe({**snapshot, "faults": {"start-partition": old}}, 10).endswith(
         "faults: start-partition")
