@@ -5,5 +5,6 @@
 analysis and the checkers judging it (queue, acks); `lin` linearizability; `txn`
 transaction cycles; `groups` consumer groups; `cluster` the checkers reading the
 controller event log (elections, availability); `transfer` exactly-once transfers;
-`registry` the checkers by name; `spark` runs them on Spark, key by key.
+`faults` which asked faults took effect; `registry` the checkers by name; `spark` runs
+them on Spark, key by key.
 """

@@ -10,6 +10,7 @@ from checker.cluster.availability import AvailabilityChecker
 from checker.cluster.defects import DefectChecker
 from checker.cluster.elections import ElectionChecker
 from checker.core import Checker, Composed, compose
+from checker.faults import FAULTS_CHECKER, FaultsChecker
 from checker.groups.checker import GroupsChecker
 from checker.lin.checker import LinearizabilityChecker
 from checker.queue.acks import AcksChecker
@@ -17,8 +18,8 @@ from checker.queue.analysis import QueueChecker
 from checker.transfer import TransferChecker
 from checker.txn.checker import TxnChecker
 
-__all__ = ["CHECKERS", "NEED_NODE_LOGS", "Registered", "anomaly_types", "checker_names",
-           "composed"]
+__all__ = ["CHECKERS", "FAULTS_CHECKER", "NEED_NODE_LOGS", "Registered", "anomaly_types",
+           "checker_names", "composed"]
 
 
 class Registered(Checker, Protocol):
@@ -37,6 +38,7 @@ CHECKERS: dict[str, type[Registered]] = {
     "txn": TxnChecker,
     "groups": GroupsChecker,
     "transfer": TransferChecker,
+    FAULTS_CHECKER: FaultsChecker,  # every run adds it to its workload's checkers
 }
 # Checkers that read the nodes' logs of a run folder (a bare history has none).
 NEED_NODE_LOGS = frozenset({"elections", "defects"})

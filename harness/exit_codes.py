@@ -8,12 +8,16 @@ from typing import Any
 from checker.core import merge_valid
 from checker.lin.files import FileResult
 
-__all__ = ["ERROR", "INVALID", "UNKNOWN", "VALID", "for_files", "for_verdict", "worst"]
+__all__ = ["ERROR", "INCONCLUSIVE", "INVALID", "UNKNOWN", "VALID", "for_files", "for_state",
+           "for_verdict", "worst"]
 
-VALID = 0
+VALID = 0  # also a run whose anomalies the configuration allows
 INVALID = 1
 UNKNOWN = 2
 ERROR = 3  # a harness error, or bad input (options, files)
+INCONCLUSIVE = 4  # faults were asked and not one took effect
+STATE_CODES = {"valid": VALID, "allowed": VALID, "invalid": INVALID, "unknown": UNKNOWN,
+               "inconclusive": INCONCLUSIVE}
 
 
 def for_verdict(valid: Any) -> int:
@@ -25,6 +29,11 @@ def for_verdict(valid: Any) -> int:
     return UNKNOWN
 
 
+def for_state(state: str | None) -> int:
+    """The code of a run's state (`reports.summary.run_state`); no state is unknown."""
+    return STATE_CODES.get(state or "unknown", UNKNOWN)
+
+
 def for_files(results: Iterable[FileResult]) -> int:
     """3 when any file could not be checked, else the merged verdict's code."""
     results = list(results)
@@ -34,9 +43,10 @@ def for_files(results: Iterable[FileResult]) -> int:
 
 
 def worst(codes: Iterable[int]) -> int:
-    """The exit code of several checks: an error, else anomalies, else unknown, else valid."""
+    """The exit code of several checks: an error, else anomalies, else unknown, else
+    inconclusive, else valid."""
     codes = set(codes)
-    for code in (ERROR, INVALID, UNKNOWN):
+    for code in (ERROR, INVALID, UNKNOWN, INCONCLUSIVE):
         if code in codes:
             return code
     return VALID

@@ -27,11 +27,15 @@ def describe(snapshot: Mapping[str, Any], time_limit: float) -> str:
             f"faults: {faults}{logged}")
 
 
+# Fields of a coordinator fault's result that name what it coordinates, not a node.
+COORDINATED = frozenset({"group", "transactional_id"})
+
+
 def _fault(f: str, op: Mapping[str, Any]) -> str:
     """A fault in force in a few words: its name as the user asked for it, and the nodes
     it acted on when its result names them one by one (`kill n2`), not a partition map."""
     value = op.get("value")
-    nodes = (sorted(value) if isinstance(value, Mapping) and value
+    nodes = (sorted(set(value) - COORDINATED) if isinstance(value, Mapping) and value
              and all(isinstance(what, str) for what in value.values()) else [])
     return " ".join([op.get("fault") or f, ",".join(map(str, nodes))]).strip()
 

@@ -48,7 +48,7 @@ from harness.store import (
     write_progress,
 )
 from nemesis.package import Package
-from reports.summary import headline, summary_lines
+from reports.summary import headline, run_state, summary_lines
 from workloads.core import generator as gen
 from workloads.core.client import CLIENT_LOGGERS
 from workloads.core.final import final_phase
@@ -105,7 +105,7 @@ def run_test(test: Test, out: TextIO = sys.stdout) -> RunOutcome:
             return RunOutcome(run_dir, exit_codes.ERROR, None)
         _report(test.store, run_dir, out)
         _summarise(results, run_dir, out)
-        return RunOutcome(run_dir, exit_codes.for_verdict(results.valid), results)
+        return RunOutcome(run_dir, _exit_code(results), results)
 
 
 def check_run(run_dir: Path, spark_master: str | None = None,
@@ -162,7 +162,7 @@ def _record(run_dir: Path, results: Result | HistoryError, out: TextIO) -> RunOu
     _write_results(run_dir, results)
     _report(run_dir.parent.parent, run_dir, out)
     _summarise(results, run_dir, out)
-    return RunOutcome(run_dir, exit_codes.for_verdict(results.valid), results)
+    return RunOutcome(run_dir, _exit_code(results), results)
 
 
 # --- the db phase -----------------------------------------------------------------------------
@@ -214,6 +214,8 @@ def _run_workload(test: Test, record: dict[str, Any], db: RunningDB, run_dir: Pa
                 print(f"kchaos: {test.time_limit:g} s of the {test.workload.name} workload "
                       f"({_describe(workload.test_fields)}, {workload.concurrency} threads) "
                       f"with faults: {', '.join(faults.faults) or 'none'}", file=out, flush=True)
+                if faults.note:
+                    print(f"kchaos: note: {faults.note}", file=out, flush=True)
                 with _client_logs(run_dir / CLIENT_LOG_FILE) as client_lines, \
                         ProgressPrinter(lambda: {**interpreter.progress.snapshot(),
                                                  "elapsed": clock() / 1e9,
@@ -275,8 +277,15 @@ def _check(session: Callable[[], Any], test: Test, run_dir: Path, out: TextIO) -
 
 
 def _write_results(run_dir: Path, results: Result) -> None:
+    """results.json: the checkers' results, the run's state beside Jepsen's "valid", and
+    the headline."""
     body = results.to_json()
-    write_json(run_dir / RESULTS_FILE, {**body, "summary": headline(body)})
+    write_json(run_dir / RESULTS_FILE, {"valid": body["valid"], "state": run_state(body),
+                                        **body, "summary": headline(body)})
+
+
+def _exit_code(results: Result) -> int:
+    return exit_codes.for_state(run_state(results.to_json()))
 
 
 def _report(store: Path, run_dir: Path, out: TextIO) -> None:
@@ -293,7 +302,7 @@ def _report(store: Path, run_dir: Path, out: TextIO) -> None:
 
 
 def _summarise(results: Result, run_dir: Path, out: TextIO) -> None:
-    for line in summary_lines(results):
+    for line in summary_lines(results, colour=out.isatty()):
         print(line, file=out)
     print(f"kchaos: results in {run_dir / RESULTS_FILE}", file=out, flush=True)
 

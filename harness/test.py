@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from checker.core import Composed
-from checker.registry import checker_names, composed
+from checker.registry import FAULTS_CHECKER, checker_names, composed
 from harness.config import ConfigError, TestConfig
 from harness.db.part import DB, DBContext
 from harness.db.registry import DBS
@@ -97,7 +97,7 @@ def build_test(config: TestConfig) -> Test:
     try:
         db = DBS[run.db].build(config.db, DBContext(run.nodes, config.backend))
         checker = composed(checker_names(run.checker) if run.checker
-                           else kind.checkers_for(config.workload))
+                           else (*kind.checkers_for(config.workload), FAULTS_CHECKER))
         nemesis = _nemesis(config, seed)
         check_applicable(nemesis.faults, db.offer())
     except ValueError as error:

@@ -2,11 +2,15 @@
 final "heal everything", as Jepsen's `combined.clj`.
 
 `package(["partition-one", "kill-controller"], seed=7, time_limit=60)` gives a `Package`:
-`nemesis` (the composed faults plus `heal`), `generator` (the schedule: every `interval`
-seconds on average, start a random fault, then stop it; ops carry the time, in ns since
-the test started, at which to invoke them), `final_generator` (every stop op, then `heal`:
-all links open, every process resumed and running) and `perf` (for plots: each fault's
-start and stop fs). Nemesis ops are `{"type": "info", "process": "nemesis", "f", "value"}`.
+`nemesis` (the composed faults plus `heal`), `generator` (the schedule: in rounds that
+take each asked fault or group once in a random order, wait `interval` seconds on average,
+start the fault, then stop it; ops carry the time, in ns since the test started, at which
+to invoke them), `final_generator` (every stop op, then `heal`: all links open, every
+process resumed and running), `perf` (for plots: each fault's start and stop fs) and
+`note` (how the schedule was shortened: its first round always ends within 90% of the
+time limit, so every asked fault or group starts once; faults whose minimum holds alone
+do not fit are refused). Nemesis ops are
+`{"type": "info", "process": "nemesis", "f", "value", "fault"}`, `fault` the name asked.
 
 Consumer-group faults (`kill-coordinator`, `isolate-coordinator`, `depose-coordinator`,
 `pause-consumers`, `add-partitions`) act on the run's consumers, which the harness hands
@@ -25,7 +29,7 @@ from __future__ import annotations
 
 import random
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from nemesis.base import BaseNemesis, Nemesis, completed
@@ -72,11 +76,17 @@ __all__ = [
     "NemesisOptions",
     "Package",
     "Schedule",
+    "Step",
+    "asked",
     "check_applicable",
     "compose",
     "expand",
     "noop",
+    "fit_round",
     "package",
+    "schedule_need",
+    "schedule_note",
+    "schedule_ops",
 ]
 
 
@@ -145,6 +155,9 @@ class Fault:
     needs: tuple[type, ...] = ()
 
 
+# The share of the time limit the first round of a schedule may take: every asked fault
+# has started, and most have ended, before the last tenth of the run.
+ROUND_SHARE = 0.9
 # Capabilities a db may well lack whichever faults it serves: `all` leaves out their faults.
 EXTRAS = frozenset({LosesUnflushed, VMControl})
 
@@ -217,19 +230,33 @@ def check_applicable(names: Iterable[str], offer: Offer) -> None:
             raise ValueError(refused)
 
 
-def expand(names: str | Iterable[str]) -> list[str]:
-    """Fault names from `a,b,...` or a list, groups expanded, order kept, duplicates dropped."""
+def asked(names: str | Iterable[str]) -> list[tuple[str, ...]]:
+    """What `a,b,...` or a list asks for, one entry per fault or group named: its faults
+    (a group's all), order kept, a fault asked twice only in its first entry, "none" and
+    empty entries dropped; ValueError naming an unknown name."""
     items = names.split(",") if isinstance(names, str) else list(names)
-    result: list[str] = []
+    seen: set[str] = set()
+    result: list[tuple[str, ...]] = []
     for name in (item.strip() for item in items if item.strip()):
         if name in GROUPS:
-            result += GROUPS[name]
-        elif name in FAULTS or name == "none":
-            result.append(name)
+            members = GROUPS[name]
+        elif name in FAULTS:
+            members = (name,)
+        elif name == "none":
+            continue
         else:
             known = ", ".join([*FAULTS, *GROUPS, "none"])
             raise ValueError(f"unknown nemesis {name!r}; known: {known}")
-    return [name for name in dict.fromkeys(result) if name != "none"]
+        fresh = tuple(member for member in members if member not in seen)
+        seen.update(fresh)
+        if fresh:
+            result.append(fresh)
+    return result
+
+
+def expand(names: str | Iterable[str]) -> list[str]:
+    """Fault names from `a,b,...` or a list, groups expanded, order kept, duplicates dropped."""
+    return [name for item in asked(names) for name in item]
 
 
 class HealNemesis(BaseNemesis):
@@ -319,6 +346,7 @@ class Package:
     perf: tuple[dict, ...] = field(default=())
     faults: tuple[str, ...] = ()
     consumers: Consumers = field(default_factory=Consumers)
+    note: str | None = None  # how the schedule was shortened to fit the time limit
 
 
 def _op(f: str, value: Any = None, time: int | None = None, fault: str | None = None) -> dict:
@@ -331,26 +359,103 @@ def _op(f: str, value: Any = None, time: int | None = None, fault: str | None = 
     return op
 
 
-def schedule_ops(faults: Sequence[str], seed: int, time_limit: float,
+def schedule_ops(faults: Sequence[str | Sequence[str]], seed: int, time_limit: float,
                  interval: float = 10.0, holds: Mapping[str, float] | None = None
                  ) -> tuple[dict, ...]:
-    """Start a random fault, stop it, repeat; each wait uniform in [0, 2 * interval]
-    seconds, a fault named in `holds` lasting at least that many seconds; nothing starts
-    after `time_limit`. Pure: the same arguments give the same ops."""
+    """Start a fault, stop it, repeat, in rounds: each round takes every entry of `faults`
+    (a fault, or a group's faults, of which it picks one) once, in a random order. Each
+    wait is uniform in [0, 2 * interval] seconds, a fault named in `holds` lasts at least
+    that many seconds, and nothing starts after `time_limit`. The first round is shortened
+    to fit (`fit_round`), so every entry starts once when its holds fit the time limit.
+    Pure: the same arguments give the same ops."""
     rng = random.Random(seed)
+    entries = [(entry,) if isinstance(entry, str) else tuple(entry) for entry in faults]
+    minimum = dict(holds or {})
     ops: list[dict] = []
     now = 0.0
-    while faults:
-        now += rng.uniform(0, 2 * interval)
-        if now >= time_limit:
-            break
-        name = rng.choice(list(faults))
-        fault = FAULTS[name]
-        ops.append(_op(fault.start, rng.choice(fault.values), int(now * 1e9), name))
-        if fault.stop:
-            now += max(rng.uniform(0, 2 * interval), (holds or {}).get(name, 0.0))
-            ops.append(_op(fault.stop, None, int(min(now, time_limit) * 1e9), name))
+    first = True
+    while entries:
+        steps = []
+        for entry in rng.sample(entries, len(entries)):
+            name = rng.choice(entry)
+            fault = FAULTS[name]
+            value = rng.choice(fault.values)
+            wait = rng.uniform(0, 2 * interval)
+            hold = (max(rng.uniform(0, 2 * interval), minimum.get(name, 0.0))
+                    if fault.stop else None)
+            steps.append(Step(name, value, wait, hold))
+        if first:
+            steps = fit_round(steps, time_limit, minimum)
+            first = False
+        for step in steps:
+            now += step.wait
+            if now >= time_limit:
+                return tuple(ops)
+            fault = FAULTS[step.name]
+            ops.append(_op(fault.start, step.value, int(now * 1e9), step.name))
+            if step.hold is not None:
+                now += step.hold
+                ops.append(_op(fault.stop, None, int(min(now, time_limit) * 1e9), step.name))
     return tuple(ops)
+
+
+@dataclass(frozen=True)
+class Step:
+    """One fault of a round: seconds to wait before starting it, and to hold it (None for
+    a one-shot fault)."""
+
+    name: str
+    value: Any
+    wait: float
+    hold: float | None
+
+
+def fit_round(steps: Sequence[Step], time_limit: float,
+              holds: Mapping[str, float]) -> list[Step]:
+    """`steps` ending by `ROUND_SHARE` of the time limit: when they would end later, every
+    wait and every hold beyond its minimum (`holds`) scaled down by one factor."""
+    budget = ROUND_SHARE * time_limit
+    fixed = sum(holds.get(step.name, 0.0) for step in steps if step.hold is not None)
+    flexible = sum(step.wait + (step.hold - holds.get(step.name, 0.0) if step.hold is not None
+                                else 0.0) for step in steps)
+    if fixed + flexible <= budget or flexible <= 0:
+        return list(steps)
+    scale = max(0.0, budget - fixed) / flexible
+    return [replace(step, wait=step.wait * scale,
+                    hold=None if step.hold is None else
+                    holds.get(step.name, 0.0) + (step.hold - holds.get(step.name, 0.0)) * scale)
+            for step in steps]
+
+
+def schedule_need(entries: Sequence[Sequence[str]], interval: float,
+                  holds: Mapping[str, float]) -> float:
+    """Seconds the asked faults need to start once each at `interval`: an interval before
+    each entry, and the longest minimum hold of its faults."""
+    return sum(interval + max((holds.get(name, 0.0) for name in entry if FAULTS[name].stop),
+                              default=0.0) for entry in entries)
+
+
+def schedule_note(names: str | Iterable[str], time_limit: float, interval: float,
+                  holds: Mapping[str, float]) -> str | None:
+    """None when the asked faults fit the time limit at `interval`; else what `package`
+    does about it (shortens the first round), in the options' words. ValueError when their
+    minimum holds alone do not fit."""
+    entries = asked(names)
+    held = schedule_need(entries, 0.0, holds)
+    if entries and held >= ROUND_SHARE * time_limit:
+        longest = ", ".join(f"{name} {seconds:g} s" for name, seconds in holds.items()
+                            if name in expand(names))
+        raise ValueError(f"--nemesis: the asked faults hold for at least {held:g} s "
+                         f"({longest}), which does not fit --time-limit {time_limit:g} s; "
+                         f"raise --time-limit above {held / ROUND_SHARE:.0f} s")
+    need = schedule_need(entries, interval, holds)
+    if need <= time_limit:
+        return None
+    fitting = (time_limit - held) / len(entries)
+    return (f"{len(entries)} asked fault(s) need about {need:.0f} s at --nemesis-interval "
+            f"{interval:g} s, more than --time-limit {time_limit:g} s: the first round is "
+            f"shortened so each starts once (raise --time-limit to {need:.0f} s or lower "
+            f"--nemesis-interval to {fitting:.1f} s to keep the waits)")
 
 
 # Each kind of fault: how to build its nemesis from the shared firewall, a seeded random
@@ -361,8 +466,10 @@ def package(names: str | Iterable[str], seed: int = 0, time_limit: float = 60.0,
             interval: float = 10.0,
             consumer_session_timeout: float = DEFAULT_SESSION_TIMEOUT) -> Package:
     """The faults `names` says, scheduled from `seed`; `consumer_session_timeout` (seconds)
-    is the workload's group session timeout, which `pause-consumers` outlasts."""
-    faults = expand(names)
+    is the workload's group session timeout, which `pause-consumers` outlasts. ValueError
+    when the faults' minimum holds do not fit `time_limit`."""
+    entries = asked(names)
+    faults = [name for entry in entries for name in entry]
     rng = random.Random(seed)
     firewall = Firewall()
     consumers = Consumers(consumer_session_timeout)
@@ -373,9 +480,11 @@ def package(names: str | Iterable[str], seed: int = 0, time_limit: float = 60.0,
     final = tuple(_op(f) for f in stops) + (_op("heal"),)
     perf = tuple({"name": name, "start": FAULTS[name].start, "stop": FAULTS[name].stop}
                  for name in faults)
-    holds = {"pause-consumers": consumers.session_timeout + PAUSE_MARGIN}
-    return Package(nemesis, Schedule(schedule_ops(faults, seed, time_limit, interval, holds)),
-                   Schedule(final), perf, tuple(faults), consumers)
+    holds = {name: consumers.session_timeout + PAUSE_MARGIN
+             for name in faults if name == "pause-consumers"}
+    note = schedule_note(names, time_limit, interval, holds)
+    return Package(nemesis, Schedule(schedule_ops(entries, seed, time_limit, interval, holds)),
+                   Schedule(final), perf, tuple(faults), consumers, note)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -388,6 +497,9 @@ class NemesisOptions:
         "help": "mean seconds between fault changes", "metavar": "SECONDS"})
 
     def __post_init__(self) -> None:
+        if not self.nemesis.strip(" ,"):
+            raise ValueError("nemesis is empty: name faults or groups (e.g. partition,kill), "
+                             "or 'none' to ask for no faults")
         expand(self.nemesis)
         if self.nemesis_interval <= 0:
             raise ValueError("nemesis_interval must be > 0 seconds")

@@ -19,15 +19,17 @@ The file (JSON, `"format": "kchaos-schedule"`, `"version": 1`):
      "seed": 1, "time_limit": 30.0,
      "config": {"run": {...}, "backend": {...}, "db": {...}, "workload": {...},
                 "nemesis": {...}},
-     "ops": [{"seconds": 3.0012, "f": "start-partition", "value": "leader-from-followers"},
-             ...]}
+     "ops": [{"seconds": 3.0012, "f": "start-partition", "value": "leader-from-followers",
+              "fault": "leader-from-followers"}, ...]}
 
 `config` is test.json's "config" (every option by section); `seed` and `time_limit` win
 over the ones in it. An op may be up to `PAST_LIMIT` seconds past the time limit: a run
 records an op its schedule had at the very end a few milliseconds after it, and a replay
 invokes it just before the limit. `source.anomalies` are the anomaly types the schedule
 is expected to show, allowed by the configuration or not, and `source.failing` those it
-does not allow (null: unknown). `ops` are in time order, `seconds` since the test started.
+does not allow (null: unknown). `ops` are in time order, `seconds` since the test
+started; `fault` (optional) names the fault as the user asked for it, which the replay's
+ops carry on.
 """
 
 from __future__ import annotations
@@ -74,18 +76,21 @@ class ScheduleError(ValueError):
 
 @dataclass(frozen=True)
 class TimedOp:
-    """A nemesis op to invoke `seconds` after the test started."""
+    """A nemesis op to invoke `seconds` after the test started; `fault` names the fault as
+    the user asked for it (None in schedules written before it was recorded)."""
 
     seconds: float
     f: str
     value: Any = None
+    fault: str | None = None
 
     def to_op(self, time_limit: float) -> dict[str, Any]:
         """The nemesis op for `nemesis.package.Schedule`; kept inside the time limit, past
         which the workload's generator drops ops."""
         time = min(round(self.seconds * NS_PER_SECOND), int(time_limit * NS_PER_SECOND) - 1)
-        return {"type": "info", "process": NEMESIS, "f": self.f, "value": self.value,
-                "time": max(time, 0)}
+        op = {"type": "info", "process": NEMESIS, "f": self.f, "value": self.value,
+              "time": max(time, 0)}
+        return op if self.fault is None else {**op, "fault": self.fault}
 
     def describe(self) -> str:
         value = "" if self.value is None else f" {json.dumps(self.value, sort_keys=True)}"
@@ -138,7 +143,8 @@ def recorded_schedule(history_ops: Iterable[Mapping[str, Any]], final_fs: Sequen
     final phase's (`final_fs`, the package's stops then "heal", at its end)."""
     invoked = invocations(history_ops)
     kept = invoked[:len(invoked) - _final_phase_length(invoked, final_fs, time_limit)]
-    return [TimedOp(op["time"] / NS_PER_SECOND, op["f"], op.get("value")) for op in kept]
+    return [TimedOp(op["time"] / NS_PER_SECOND, op["f"], op.get("value"), op.get("fault"))
+            for op in kept]
 
 
 def _final_phase_length(invoked: Sequence[Mapping[str, Any]], final_fs: Sequence[str],
@@ -237,7 +243,8 @@ class ScheduleFile:
     def to_json(self) -> dict[str, Any]:
         return {"format": FORMAT, "version": VERSION, "source": dict(self.source),
                 "seed": self.seed, "time_limit": self.time_limit, "config": dict(self.config),
-                "ops": [{"seconds": round(op.seconds, 6), "f": op.f, "value": op.value}
+                "ops": [{"seconds": round(op.seconds, 6), "f": op.f, "value": op.value,
+                         **({"fault": op.fault} if op.fault is not None else {})}
                         for op in self.ops]}
 
     @classmethod
@@ -283,7 +290,9 @@ class ScheduleFile:
             if seconds > limit + PAST_LIMIT:
                 raise fail(f"{path}.seconds", f"{seconds} is past the time limit {limit}, "
                            f"so it would never be invoked", "raise time_limit or remove the op")
-            ops.append(TimedOp(float(seconds), f, raw.get("value")))
+            fault = raw.get("fault")
+            ops.append(TimedOp(float(seconds), f, raw.get("value"),
+                               fault if isinstance(fault, str) else None))
         return cls(tuple(ops), seed, float(limit), config, source)
 
 

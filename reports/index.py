@@ -1,8 +1,9 @@
-"""`store/index.html`: every run of a store, newest first, verdicts colored.
+"""`store/index.html`: every run of a store, newest first, states coloured.
 
 The store lists its runs (`harness.store.stored_runs`: the folders
 `store/<test-name>/<YYYYMMDDTHHMMSS>/`, not the `latest` links). Each row names the test,
-the run time, the verdict, the anomaly counts of every checker and links to the report
+the run time, the run's state (`reports.summary.run_state`, each its own colour), the
+anomaly counts of every checker and links to the report
 and the folder. With
 nights of `kchaos nightly` in `store/nightly/`, a "Nightly trends" section comes first
 (`reports.trends`: per cell across nights, with plots).
@@ -21,6 +22,7 @@ from typing import Any
 from reports.html import element, join, link, render, table, trusted
 from reports.report import REPORT_FILE
 from reports.run import RunFiles, verdict_of
+from reports.summary import run_state
 from reports.timeline import TIMELINE_FILE
 from reports.trends import trends_section
 
@@ -28,8 +30,9 @@ __all__ = ["INDEX_FILE", "IndexRow", "index_rows", "write_index"]
 
 INDEX_FILE = "index.html"
 
-LABELS = {True: ("valid", "valid"), False: ("invalid", "INVALID"),
-          "unknown": ("unknown", "unknown"), None: ("none", "no results")}
+# Each run state's word in the index (`reports.summary.run_state`; None: no results).
+LABELS = {"valid": "valid", "allowed": "allowed", "invalid": "INVALID", "unknown": "unknown",
+          "inconclusive": "inconclusive", None: "no results"}
 
 
 @dataclass(frozen=True)
@@ -40,6 +43,7 @@ class IndexRow:
     verdict: bool | str | None
     anomalies: dict[str, int]
     has_report: bool
+    state: str | None = None
 
 
 def _results(path: Path) -> dict[str, Any] | None:
@@ -70,7 +74,7 @@ def index_rows(runs: Iterable[RunFiles]) -> list[IndexRow]:
         results = _results(files.results)
         rows.append(IndexRow(files.test_name, files.directory.name, files.started,
                              verdict_of(results), _counts(results),
-                             (files.directory / REPORT_FILE).is_file()))
+                             (files.directory / REPORT_FILE).is_file(), run_state(results)))
     rows.sort(key=lambda r: (r.started, r.test), reverse=True)
     return rows
 
@@ -80,12 +84,12 @@ def write_index(store: str | Path, runs: Iterable[RunFiles]) -> Path:
     `harness.store.stored_runs`), and return its path."""
     store = Path(store)
     rows = index_rows(runs)
-    verdicts = Counter(LABELS.get(r.verdict, LABELS["unknown"])[1] for r in rows)
+    verdicts = Counter(LABELS.get(r.state, LABELS["unknown"]) for r in rows)
     summary = (f"{len(rows)} runs: " + ", ".join(f"{n} {label}" for label, n in
                                                 verdicts.most_common())) if rows else "no runs"
     body = []
     for row in rows:
-        css, label = LABELS.get(row.verdict, LABELS["unknown"])
+        css, label = row.state or "none", LABELS.get(row.state, LABELS["unknown"])
         base = f"{row.test}/{row.run}/"
         counts = join((element("div", f"{kind}: {n}") for kind, n in row.anomalies.items()))
         body.append([
@@ -101,7 +105,7 @@ def write_index(store: str | Path, runs: Iterable[RunFiles]) -> Path:
         "style": trusted("style.css"),
         "summary": summary,
         "rows": join([trends_section(store),
-                      table(["test", "time", "verdict", "anomalies", "links"], body) if body else
+                      table(["test", "time", "state", "anomalies", "links"], body) if body else
                       element("p", "No runs in this store yet.", class_="muted")]),
         "written": datetime.now().strftime("%Y-%m-%d %H:%M:%S"),
     })

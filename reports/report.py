@@ -24,11 +24,11 @@ from reports.linearizability import counterexamples, render_counterexamples
 from reports.logs import LogView, write_log_views
 from reports.plots import Plot, Span, client_spans, write_plots
 from reports.run import Run, RunFiles, load_run, nemesis_periods
-from reports.summary import headline
+from reports.summary import STATE_WORDS, headline, run_state
 from reports.timeline import write_timeline
 from reports.transactions import TransactionsView, transactions_section, transactions_view
 
-__all__ = ["REPORT_FILE", "Report", "verdict_label", "write_report"]
+__all__ = ["REPORT_FILE", "Report", "state_label", "write_report"]
 
 REPORT_FILE = "report.html"
 
@@ -39,19 +39,22 @@ WITNESS_FIELDS = ("key", "offset", "offsets", "value", "values", "ops", "electio
                   "steps")
 VERDICTS = {True: ("valid", "VALID"), False: ("invalid", "INVALID"),
             "unknown": ("unknown", "UNKNOWN"), None: ("none", "NO RESULTS")}
+NO_RESULTS = "NO RESULTS"
 
 
 @dataclass(frozen=True)
 class Report:
-    """A written report: its path, the run's verdict, and the plots beside it."""
+    """A written report: its path, the run's verdict and state, and the plots beside it."""
 
     path: Path
     verdict: bool | str | None
     plots: tuple[Plot, ...]
+    state: str | None = None
 
 
-def verdict_label(verdict: bool | str | None) -> str:
-    return VERDICTS.get(verdict, VERDICTS["unknown"])[1]
+def state_label(state: str | None) -> str:
+    """The word of a run's state (`reports.summary.run_state`), "NO RESULTS" for none."""
+    return STATE_WORDS.get(state or "", NO_RESULTS)
 
 
 def write_report(files: RunFiles) -> Report:
@@ -66,7 +69,7 @@ def write_report(files: RunFiles) -> Report:
     page = _Page(run, spans, views, groups, transactions_view(run.ops, run.events))
     path = run.directory / REPORT_FILE
     path.write_text(page.render(plots, group_plots), encoding="utf-8")
-    return Report(path, run.verdict, (*plots, *group_plots))
+    return Report(path, run.verdict, (*plots, *group_plots), run_state(run.results))
 
 
 def debug_knobs(test: Mapping[str, Any]) -> dict[str, Any]:
@@ -102,7 +105,8 @@ class _Page:
             ((run.results or {}).get("checkers") or {}).items())
 
     def render(self, plots: Sequence[Plot], group_plots: Sequence[Plot] = ()) -> str:
-        css, text = VERDICTS.get(self.run.verdict, VERDICTS["unknown"])
+        state = run_state(self.run.results)
+        css, text = state or "none", state_label(state)
         return render("report.html", {
             "title": f"{text}: {self.run.name} {self.run.directory.name}",
             "style": trusted("style.css"),

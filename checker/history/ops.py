@@ -29,6 +29,7 @@ from checker.history.errors import HistoryError
 
 __all__ = [
     "FAULT_STOPS",
+    "NO_EFFECT",
     "HEAL",
     "NEMESIS",
     "NemesisPeriod",
@@ -42,6 +43,7 @@ __all__ = [
     "SliceState",
     "SliceValidator",
     "HistoryItem",
+    "fault_took_effect",
     "load_history",
     "nemesis_periods",
     "numbered_ops",
@@ -71,11 +73,28 @@ FAULT_STOPS: dict[str, str] = {
     "strand-follower": "heal-targeted",
     "depose-coordinator": "heal-targeted",
     "crash-lose-unflushed": "power-on",
+    "start-pause-consumers": "stop-pause-consumers",
+    "crash-vm": "start-vm",
+    "pause-vm": "resume-vm",
 }
 HEAL = "heal"
+# What a nemesis completion's value says when its op did nothing (see `fault_took_effect`).
+NO_EFFECT = frozenset({"no-target", "not-started"})
 CORE_FIELDS = ("index", "time", "type", "process", "f", "value")
 REQUIRED_FIELDS = ("index", "time", "type", "process", "f")
 FSYNC_INTERVAL_SECONDS = 0.1
+
+
+def fault_took_effect(completion: Mapping[str, Any]) -> bool:
+    """Whether a nemesis op's completion (a JSON object) did something: not an error, not
+    "no-target" or "not-started" (nothing to act on, nothing to undo), not a logged no-op
+    (`{"skipped": reason}`), and not empty."""
+    value = completion.get("value")
+    if completion.get("error") or value is None or value == {} or value == []:
+        return False
+    if isinstance(value, str):
+        return value not in NO_EFFECT
+    return not (isinstance(value, Mapping) and "skipped" in value)
 
 
 @dataclass(frozen=True, slots=True)

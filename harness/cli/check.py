@@ -14,10 +14,10 @@ from pathlib import Path
 from typing import Any
 
 from checker.core import Composed, Result
-from checker.history import Op
+from checker.history import NEMESIS, Op
 from checker.history.errors import HistoryError
 from checker.history.formats import QUEUE_FORMATS
-from checker.registry import NEED_NODE_LOGS, checker_names, composed
+from checker.registry import FAULTS_CHECKER, NEED_NODE_LOGS, checker_names, composed
 from harness import exit_codes
 from harness.db.kchaos import KchaosOptions
 from harness.options import ConfigError, Declared, add_arguments, declared, layered
@@ -220,13 +220,16 @@ def _is_text(head: bytes) -> bool:
 
 def _default_checkers(workload: str, histories: Iterable[Sequence[Op]]) -> tuple[str, ...]:
     """The workload's checkers (those that need the nodes' logs aside), with `txn` when a
-    history holds transactions and `groups` when it holds consumer-group ops."""
+    history holds transactions, `groups` when it holds consumer-group ops and `faults`
+    when it holds nemesis ops."""
     names = [name for name in WORKLOADS[workload].checkers if name not in NEED_NODE_LOGS]
     ops = [op for ops in histories for op in ops]
     if "txn" not in names and any(op.f == "txn" for op in ops):
         names.append("txn")
     if "groups" not in names and any(op.f in GROUP_FS or "group" in op.extra for op in ops):
         names.append("groups")
+    if FAULTS_CHECKER not in names and any(op.process == NEMESIS for op in ops):
+        names.append(FAULTS_CHECKER)
     return tuple(names)
 
 
@@ -256,6 +259,7 @@ def _check_on_spark(test: dict[str, Any], checker: Composed, files: list[str],
 def _finish(files: list[str], checked: dict[str, Result | Exception], json_path: Path | None,
             seconds: float) -> int:
     bodies = []
+    states: dict[str, str | None] = {}
     for file in files:
         outcome = checked[file]
         if len(files) > 1:
@@ -264,16 +268,19 @@ def _finish(files: list[str], checked: dict[str, Result | Exception], json_path:
             print(f"kchaos check-history: {outcome}", file=sys.stderr)
             bodies.append({"file": file, "error": str(outcome)})
             continue
-        from reports.summary import headline, summary_lines  # loads matplotlib: only now
+        from reports.summary import headline, run_state, summary_lines  # matplotlib: only now
 
-        for line in summary_lines(outcome):
+        for line in summary_lines(outcome, colour=sys.stdout.isatty()):
             print(line)
         body = outcome.to_json()
-        bodies.append({"file": file, **body, "summary": headline(body)})
+        state = run_state(body)
+        states[file] = state
+        bodies.append({"file": file, "valid": body["valid"], "state": state, **body,
+                       "summary": headline(body)})
     if not all(isinstance(outcome, Exception) for outcome in checked.values()):
         print(f"kchaos: checked in {seconds:.1f} s")
     codes = [exit_codes.ERROR if isinstance(checked[file], Exception)
-             else exit_codes.for_verdict(checked[file].valid) for file in files]
+             else exit_codes.for_state(states[file]) for file in files]
     if json_path is not None and (len(files) > 1 or codes[0] != exit_codes.ERROR):
         document = {"files": bodies} if len(files) > 1 else {
             key: value for key, value in bodies[0].items() if key != "file"}

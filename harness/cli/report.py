@@ -8,7 +8,7 @@ from pathlib import Path
 
 from harness import exit_codes
 from harness.store import RUN_FOLDER, index_store, resolve_run, run_files
-from reports.report import verdict_label, write_report
+from reports.report import state_label, write_report
 
 __all__ = ["add_commands"]
 
@@ -34,7 +34,7 @@ def _report(args: argparse.Namespace) -> int:
     except OSError as error:
         print(f"kchaos: {error}", file=sys.stderr)
         return exit_codes.ERROR
-    print(f"{verdict_label(report.verdict)}: wrote {report.path} and {len(report.plots)} plots")
+    print(f"{state_label(report.state)}: wrote {report.path} and {len(report.plots)} plots")
     store = _store_of(run)
     if store is not None:
         print(f"index: {index_store(store)}")

@@ -4,8 +4,10 @@
       <testcase classname="<cell>" name="<cell> seed=<S>" time="<run seconds>">
         <properties> seed, db, configuration (JSON of the cell's options), time_limit
                      (the effective one: a scenario's wins), expect, run (folder),
-                     and the run's facts: verdict, detection_s (time to detection),
-                     detection (its type, reveal and cause, JSON), took_effect (JSON),
+                     and the run's facts: verdict, state (`reports.summary.run_state`:
+                     valid, allowed, invalid, unknown or inconclusive), detection_s (time
+                     to detection), detection (its type, reveal and cause, JSON),
+                     took_effect (JSON),
                      ops_per_s, availability
         <failure message="..."/>   the run did not meet its cell's expectation, and the
                                    cell as a whole is not met: the anomalies found, or
@@ -16,7 +18,7 @@
                                    that is met: "inconclusive: strand-follower never
                                    took effect"; in a cell not met, an inconclusive run
                                    is a <failure type="inconclusive"> with that message
-        <system-out>               the run's verdict line, and why a detection seed that
+        <system-out>               the run's headline (its state's word first), and why a detection seed that
                                    found nothing passes (its cell met found_in without it)
 
 So CI marks a failure exactly when the night's exit code is 1.
@@ -78,6 +80,7 @@ def junit_tree(title: str, cells: Mapping[str, Cell], runs: Sequence[RunRecord],
                             ("expect", json.dumps(cell.expect.to_json())),
                             ("run", record.run_dir or ""),
                             ("verdict", json.dumps(facts.get("valid"))),
+                            ("state", facts.get("state")),
                             ("detection_s", facts.get("detection_s")),
                             ("detection", _json_or_none(facts.get("detection"))),
                             ("took_effect", _json_or_none(facts.get("took_effect"))),

@@ -50,7 +50,7 @@ from typing import Any
 from harness.nightly.detection import first_detection, scan_history
 from harness.nightly.plan import Cell, Expectation
 from harness.store import HISTORY_FILE, RESULTS_FILE, read_test
-from reports.summary import headline
+from reports.summary import headline, run_state
 
 __all__ = ["CellOutcome", "RunFacts", "attributed", "cell_outcome", "expected_found",
            "inconclusive", "run_facts", "run_meets"]
@@ -70,6 +70,7 @@ class RunFacts:
     availability: float | None = None
     took_effect: dict[str, int] | None = None
     inconclusive: str | None = None
+    state: str | None = None  # reports.summary.run_state
 
     def to_json(self) -> dict[str, Any]:
         return dict(self.__dict__)
@@ -205,7 +206,8 @@ def facts_of(results: Mapping[str, Any], cell: Cell, history: Path,
                     detection.seconds if detection else None,
                     detection.to_json() if detection else None, ops_per_s,
                     round(1 - fraction, 4) if isinstance(fraction, int | float) else None,
-                    counts, inconclusive(cell, counts) if results else None)
+                    counts, inconclusive(cell, counts) if results else None,
+                    run_state(results))
 
 
 def conclusive(facts: RunFacts | None) -> bool:

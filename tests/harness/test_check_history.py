@@ -23,7 +23,8 @@ def test_a_valid_history_is_valid_in_process(tmp_path, capsys):
     assert "kchaos: VALID" in printed
     results = json.loads(out.read_text())
     assert results["valid"] is True
-    assert set(results["checkers"]) == {"queue", "acks", "availability"}
+    assert set(results["checkers"]) == {"queue", "acks", "availability", "faults"}
+    assert results["state"] == "valid"
 
 
 def test_a_lost_write_fails_the_safe_contract_and_is_allowed_with_acks_1(tmp_path, capsys):
@@ -149,3 +150,25 @@ def test_on_spark_the_terminal_shows_no_spark_start_up_lines(command, history):
                  "WARNING: Using incubator modules", "Setting default log level"):
         assert line not in done.stdout + done.stderr, line
     assert set(Path(tempfile.gettempdir()).glob("kchaos-spark-*.log")) == before
+
+
+def test_a_history_whose_faults_never_took_effect_is_inconclusive(tmp_path, capsys):
+    """The faults checker joins the defaults when the history has nemesis ops; a run whose
+    every fault found nothing to act on exits 4, with "state" in the JSON."""
+    clients = [op for op in map(json.loads, (DATA / "ok.jsonl").read_text().splitlines())
+               if op["process"] != "nemesis"]
+    nemesis = [{"type": "info", "process": "nemesis", "f": "kill", "value": value,
+                "fault": "kill-coordinator", "time": clients[-1]["time"] + 1}
+               for value in ("coordinator", "no-target")]
+    ops = [{**op, "index": index} for index, op in enumerate(clients + nemesis)]
+    history = tmp_path / "no-target.jsonl"
+    history.write_text("".join(json.dumps(op) + "\n" for op in ops))
+    out = tmp_path / "results.json"
+    assert main(["check-history", str(history), "--local", "--json", str(out)]) == \
+        exit_codes.INCONCLUSIVE == 4
+    assert "kchaos: INCONCLUSIVE" in capsys.readouterr().out
+    results = json.loads(out.read_text())
+    assert results["valid"] is True and results["state"] == "inconclusive"
+    assert results["checkers"]["faults"]["stats"] == {
+        "asked": ["kill-coordinator"], "invoked": {"kill-coordinator": 1},
+        "took_effect": {"kill-coordinator": 0}, "never": ["kill-coordinator"]}

@@ -45,6 +45,11 @@ def _kchaos(*args: str) -> subprocess.CompletedProcess:
     (["--rate", "0"], "kchaos run: --rate must be > 0, got 0"),
     (["--op-timeout", "0"], "kchaos run: --op-timeout must be > 0 seconds, got 0"),
     (["--nodes", "x"], "kchaos run: --nodes must be a whole number, got 'x'"),
+    (["--nemesis", ""], "kchaos run: --nemesis is empty: name faults or groups "
+                        "(e.g. partition,kill), or 'none' to ask for no faults"),
+    (["--nemesis", "pause-consumers", "--time-limit", "5"],
+     "kchaos run: --nemesis: the asked faults hold for at least 8 s (pause-consumers 8 s), "
+     "which does not fit --time-limit 5 s; raise --time-limit above 9 s"),
     (["--tries", "0"], "kchaos shrink: --tries must be >= 1, got 0"),
     (["--max-minutes", "0"], "kchaos shrink: --max-minutes must be > 0, got 0"),
 ])
@@ -61,6 +66,16 @@ def test_a_bad_toml_key_is_named_with_its_file(tmp_path):
     done = _kchaos("run", "--config", str(toml))
     assert done.returncode == 3
     assert done.stderr.splitlines() == [f"kchaos run: {toml}: rate must be > 0, got 0"]
+
+
+def test_an_empty_nemesis_key_is_named_with_its_file(tmp_path):
+    toml = tmp_path / "run.toml"
+    toml.write_text('nemesis = ""\n')
+    done = _kchaos("run", "--config", str(toml))
+    assert done.returncode == 3
+    assert done.stderr.splitlines() == [
+        f"kchaos run: {toml}: nemesis is empty: name faults or groups (e.g. partition,kill), "
+        "or 'none' to ask for no faults"]
 
 
 @pytest.mark.parametrize("command", [["run"], ["cluster", "up"], ["check-lin", "x.txt"]])
@@ -92,6 +107,10 @@ def test_the_progress_line_names_faults_as_the_user_asked_in_a_few_words():
     snapshot = {"elapsed": 3.0, "ops_per_second": 10.0, "ok": 5, "fail": 0, "info": 1,
                 "faults": {"start-partition": partition, "kill": kill}}
     assert describe(snapshot, 10).endswith("faults: isolate-zookeeper, kill-controller n2")
+    coordinator = {"f": "kill", "fault": "kill-coordinator",
+                   "value": {"group": "g0", "n1": "killed"}}
+    assert describe({**snapshot, "faults": {"kill": coordinator}}, 10).endswith(
+        "faults: kill-coordinator n1")
     old = {"f": "start-partition", "value": {"n1": ["n2"]}}
     assert describe({**snapshot, "faults": {"start-partition": old}}, 10).endswith(
         "faults: start-partition")

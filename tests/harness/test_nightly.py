@@ -558,6 +558,11 @@ def test_a_night_runs_every_cell_and_seed_and_judges_them(tmp_path):
     assert case.attrib["classname"] == "valid.kchaos" and case.find("failure") is None
     props = {p.attrib["name"]: p.attrib["value"] for p in case.iter("property")}
     assert props["seed"] == "1" and props["db"] == "kchaos" and props["verdict"] == "true"
+    assert props["state"] == "valid"
+    unclean = tree.find("testcase[@name='finds.kchaos seed=1']")
+    assert {p.attrib["name"]: p.attrib["value"] for p in unclean.iter("property")}[
+        "state"] == "allowed"
+    assert unclean.find("system-out").text.startswith("ALLOWED: ")
     assert json.loads(props["configuration"]) == {"recovery_seconds": 0.2, "time_limit": 1}
     assert props["run"] == "valid.kchaos/20260101T000001" and props["ops_per_s"] == "0.5"
     error = tree.find("testcase[@name='valid.kchaos seed=13']/error")

@@ -181,3 +181,17 @@ def test_a_schedule_file_that_is_not_json_names_line_and_column(tmp_path):
         read_schedule(path)
     with pytest.raises(ScheduleError, match="cannot read"):
         read_schedule(tmp_path / "missing.json")
+
+
+def test_the_fault_names_the_user_asked_survive_the_schedule_file_and_its_replay(tmp_path):
+    """A replay's ops name their faults as the original run's did, so the faults checker
+    counts them under the asked names."""
+    history = [{"type": "info", "process": "nemesis", "f": "kill", "value": value,
+                "fault": "kill-coordinator", "time": 3_000_000_000} for value in
+               ("coordinator", {"n1": "killed"})]
+    [op] = recorded_schedule(history, ["start", "heal"], 20.0)
+    assert op.fault == "kill-coordinator"
+    path = tmp_path / "schedule.json"
+    write_schedule(path, ScheduleFile((op,), 1, 20.0, {"run": {}}))
+    [read] = read_schedule(path).ops
+    assert read == op and read.to_op(20.0)["fault"] == "kill-coordinator"

@@ -11,7 +11,17 @@ import pytest
 import nemesis
 from harness.db.znodes import parse_assignment, parse_partition_state
 from nemesis import grudge as g
-from nemesis.package import FAULTS, GROUPS, Schedule, compose, expand, package, schedule_ops
+from nemesis.package import (
+    FAULTS,
+    GROUPS,
+    Schedule,
+    Step,
+    compose,
+    expand,
+    fit_round,
+    package,
+    schedule_ops,
+)
 from nemesis.partition import Firewall, PacketLossNemesis, PartitionNemesis
 from nemesis.process import KillNemesis, PauseNemesis, PauseZooKeeperNemesis
 from tests.support.fake_cluster import NODES, FakeCluster
@@ -96,6 +106,46 @@ def test_schedule_is_seeded_and_pure():
     for op, following in itertools.pairwise(first):
         if op["f"] in stops:
             assert following["f"] in starts
+
+
+COORDINATOR_FAULTS = "kill-coordinator,isolate-coordinator,pause-consumers,add-partitions"
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_every_asked_fault_starts_once_when_the_interval_does_not_fit(seed):
+    """Four faults at the default 10 s interval in 20 s: each starts, before the limit."""
+    pack = package(COORDINATOR_FAULTS, seed=seed, time_limit=20)
+    starts = [op for op in pack.generator if op["f"] not in {"stop-partition", "start",
+                                                             "stop-pause-consumers"}]
+    assert set(COORDINATOR_FAULTS.split(",")) <= {op["fault"] for op in starts}
+    assert all(op["time"] < 20e9 for op in starts)
+    assert pack.note is not None and "--time-limit 20 s" in pack.note \
+        and "--nemesis-interval 10 s" in pack.note
+    assert package(COORDINATOR_FAULTS, seed=seed, time_limit=60, interval=3).note is None
+
+
+def test_a_group_is_one_entry_of_a_round():
+    """The default `partition,kill,pause` fits 60 s: a partition, a kill and a pause."""
+    for seed in range(10):
+        pack = package("partition,kill,pause", seed=seed, time_limit=60)
+        assert pack.note is None
+        names = {op["fault"] for op in pack.generator}
+        assert {"kill", "pause"} <= names
+        assert any(name.startswith(("partition-", "isolate-")) or name == "leader-from-followers"
+                   for name in names)
+
+
+def test_a_round_is_shortened_keeping_minimum_holds():
+    steps = [Step("pause-consumers", "one", 10.0, 12.0), Step("kill", "one", 10.0, 10.0)]
+    fitted = fit_round(steps, 20.0, {"pause-consumers": 8.0})
+    assert sum(step.wait + step.hold for step in fitted) == pytest.approx(18.0)
+    assert fitted[0].hold >= 8.0
+    assert fit_round(steps, 100.0, {"pause-consumers": 8.0}) == steps
+
+
+def test_faults_whose_holds_cannot_fit_are_refused():
+    with pytest.raises(ValueError, match="raise --time-limit above 9 s"):
+        package("pause-consumers", seed=1, time_limit=8)
 
 
 def test_schedule_generator_walks_its_ops_and_never_goes_back_in_time():

@@ -390,3 +390,32 @@ def test_the_timeline_shows_a_fault_once_by_its_name(tmp_path: Path) -> None:
     page = write_timeline(ops, [], tmp_path).read_text()
     assert page.count('class="op nemesis" title=') == 2
     assert ">isolate-zookeeper</div>" in page and ">start-partition</div>" not in page
+
+
+def _with_checkers(run: Path, **checkers: dict) -> None:
+    results = json.loads((run / "results.json").read_text())
+    results["checkers"].update(checkers)
+    (run / "results.json").write_text(json.dumps(results))
+
+
+def test_allowed_loss_and_faults_that_never_took_effect_have_their_own_banner_and_colour(
+        store: Path) -> None:
+    """Neither is a big green VALID, in the report nor in the store index."""
+    allowed = store / "queue-valid" / "latest"
+    _with_checkers(allowed, acks={"valid": True, "allowed": ["lost-allowed-by-configuration"],
+                                  "anomalies": {"lost-allowed-by-configuration": {
+                                      "count": 47, "examples": []}}, "stats": {}})
+    page = write_report(run_files(allowed)).path.read_text()
+    assert 'class="banner allowed"' in page and 'class="banner valid"' not in page
+    assert "ALLOWED: 47 acknowledged writes lost" in text_of(page)
+    report = write_report(run_files(allowed))
+    assert report.state == "allowed"
+    _with_checkers(allowed, acks={"valid": True, "anomalies": {}, "stats": {}},
+                   faults={"valid": True, "anomalies": {}, "stats": {
+                       "asked": ["kill-coordinator"], "invoked": {"kill-coordinator": 2},
+                       "took_effect": {"kill-coordinator": 0}, "never": ["kill-coordinator"]}})
+    page = write_report(run_files(allowed)).path.read_text()
+    assert 'class="banner inconclusive"' in page
+    assert "INCONCLUSIVE" in text_of(page) and "never: kill-coordinator" in text_of(page)
+    index = index_store(store).read_text()
+    assert '<span class="verdict-inconclusive">inconclusive</span>' in index

@@ -5,7 +5,7 @@ from __future__ import annotations
 from checker.allowed import ALLOWED_BECAUSE, because
 from checker.queue.analysis import QueueChecker
 from checker.registry import composed
-from reports.summary import headline, summary_lines
+from reports.summary import headline, run_state, summary_lines
 from tests.support.queue_histories import Builder
 
 SAFE = {"acks": "all", "broker_config": {"min.insync.replicas": "2",
@@ -26,7 +26,8 @@ def lost_history():
 def test_allowed_losses_are_named_with_the_settings_that_allow_them():
     results = composed(["queue", "acks"]).check(UNCLEAN, lost_history(), {}).to_json()
     text = headline(results)
-    assert text.startswith("VALID for this configuration: 1 acknowledged write lost")
+    assert text.startswith("ALLOWED: 1 acknowledged write lost")
+    assert run_state(results) == "allowed"
     assert "lost-write 1" in text
     assert text.endswith(f"(allowed: {because('lost-write', *UNCLEAN_SETTINGS)})")
     assert "no anomalies" not in text
@@ -57,12 +58,15 @@ def test_the_safe_contract_is_invalid_and_a_clean_history_has_no_anomalies():
     b.poll("q", {"x": [[0, 1]]})
     clean = composed(["queue", "acks"]).check(SAFE, b.ops, {}).to_json()
     assert headline(clean) == "VALID: no anomalies found"
+    assert run_state(clean) == "valid"
+    assert run_state(results.to_json()) == "invalid"
 
 
 def test_unknown_and_missing_results_say_so():
     assert headline(None).startswith("NO VERDICT")
     unknown = {"valid": "unknown", "checkers": {"queue": {"valid": "unknown", "error": "boom"}}}
     assert headline(unknown) == "UNKNOWN: queue (boom) could not decide"
+    assert run_state(unknown) == "unknown" and run_state(None) is None
 
 
 def test_every_lost_write_is_kept_in_the_queue_stats():
@@ -78,3 +82,58 @@ def test_every_lost_write_is_kept_in_the_queue_stats():
                                                   (["x", n, n] for n in range(40))), key=repr)
     assert result.stats["allowed-because"] == {
         "lost-write": because("lost-write", *UNCLEAN_SETTINGS)}
+
+
+def _faults(asked, took_effect):
+    return {"valid": True, "stats": {
+        "asked": asked, "invoked": dict.fromkeys(asked, 1), "took_effect": took_effect,
+        "never": [name for name in asked if not took_effect.get(name)]}}
+
+
+def _run(faults, queue=None):
+    return {"valid": True, "checkers": {"queue": queue or {"valid": True, "anomalies": {}},
+                                        "faults": faults}}
+
+
+def test_a_run_whose_asked_faults_never_took_effect_is_inconclusive():
+    asked = ["kill-coordinator", "isolate-coordinator", "pause-consumers"]
+    none = _run(_faults(asked, dict.fromkeys(asked, 0)))
+    assert run_state(none) == "inconclusive"
+    assert headline(none) == (
+        "INCONCLUSIVE: no asked fault took effect, so nothing was tested; faults: none took "
+        "effect; never: kill-coordinator, isolate-coordinator, pause-consumers")
+    one = _run(_faults(asked, {"kill-coordinator": 0, "isolate-coordinator": 3,
+                                "pause-consumers": 0}))
+    assert run_state(one) == "valid"
+    assert headline(one) == ("VALID: no anomalies found; faults: isolate-coordinator 3 took "
+                             "effect; never: kill-coordinator, pause-consumers")
+    nothing_asked = _run(_faults([], {}))
+    assert run_state(nothing_asked) == "valid"
+    assert headline(nothing_asked) == "VALID: no anomalies found"
+
+
+def test_allowed_loss_outranks_faults_that_never_took_effect_and_invalid_outranks_all():
+    allowed_loss = {"valid": True, "anomalies": {"lost-write": {"count": 47, "examples": []}},
+                    "allowed": ["lost-write"]}
+    run = _run(_faults(["kill"], {"kill": 0}), allowed_loss)
+    assert run_state(run) == "allowed"
+    assert headline(run).startswith("ALLOWED: lost-write 47")
+    invalid = {**run, "valid": False, "checkers": {**run["checkers"], "queue": {
+        "valid": False, "anomalies": {"duplicate": {"count": 2, "examples": []}}}}}
+    assert run_state(invalid) == "invalid"
+    assert headline(invalid).startswith("INVALID: duplicate 2")
+    assert headline(invalid).endswith("; faults: none took effect; never: kill")
+
+
+def test_many_faults_that_never_took_effect_are_counted_past_a_few():
+    asked = [f"f{n}" for n in range(7)]
+    run = _run(_faults(asked, {"f0": 1}))
+    assert headline(run).endswith("faults: f0 1 took effect; never: f1, f2, f3, f4, 2 more")
+
+
+def test_the_terminal_headline_has_its_states_colour():
+    from checker.core import Result
+
+    results = Result(True, checkers={"queue": Result(True)})
+    assert summary_lines(results, colour=True)[0] == \
+        "kchaos: \033[32mVALID: no anomalies found\033[0m"

@@ -142,6 +142,22 @@ def test_progress_tracks_current_faults():
     assert progress.snapshot()["faults"] == {}
 
 
+def test_progress_shows_only_faults_that_took_effect():
+    """A fault that found nothing to act on is not acting; a paused consumer is."""
+    from workloads.core.worker import Progress
+
+    progress = Progress()
+    progress.nemesis({"f": "kill", "value": "no-target", "fault": "kill-coordinator"})
+    progress.nemesis({"f": "start-partition", "value": {"skipped": "no groups"}})
+    progress.nemesis({"f": "pause", "value": "one", "error": "RuntimeError: boom"})
+    assert progress.snapshot()["faults"] == {}
+    progress.nemesis({"f": "start-pause-consumers", "value": {"paused": [42], "seconds": 8},
+                      "fault": "pause-consumers"})
+    assert set(progress.snapshot()["faults"]) == {"start-pause-consumers"}
+    progress.nemesis({"f": "stop-pause-consumers", "value": {"resumed": [42]}})
+    assert progress.snapshot()["faults"] == {}
+
+
 def test_nemesis_package_schedule_runs_at_its_times(tmp_path):
     """A nemesis package's Schedule (ops carrying their start times) under `gen.nemesis`."""
     from checker.history import HistoryWriter

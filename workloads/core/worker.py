@@ -30,7 +30,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from checker.history import FAULT_STOPS, HEAL, HistoryWriter
+from checker.history import FAULT_STOPS, HEAL, HistoryWriter, fault_took_effect
 from workloads.core import generator as gen
 from workloads.core.client import Client, completed, validate
 
@@ -85,8 +85,9 @@ class Progress:
             self.nemesis_ops += 1
             if f == HEAL:
                 self.faults.clear()
-            elif f in FAULT_STOPS and not op.get("error"):
-                self.faults[f] = dict(op)
+            elif f in FAULT_STOPS:
+                if fault_took_effect(op):
+                    self.faults[f] = dict(op)
             else:
                 for start, stop in FAULT_STOPS.items():
                     if f == stop:
