@@ -5,8 +5,8 @@ first op that reveals it (pure functions over a run's history and its witnesses)
   as its request then its result (two ops of one f in a row; a lone op is both): a
   lasting fault is in force from the request of its start (a targeted fault acts before
   it completes) to the result of its stop or of the final `heal`, an instant fault from
-  its request to its result. It took effect when the result names what it acted on, not
-  "no-target", "not-started", `{"skipped": ...}` or nothing.
+  its request to its result. It took effect as `checker.history.fault_took_effect` says
+  of its result (the rule the `faults` checker counts by).
 - The op that reveals a witness: for a lost write below the highest offset read
   (`max-read-offset`), the first read of its key at a higher offset after the send; for
   a write overwritten (`overwritten-by`), the read that saw the other value; for another
@@ -32,29 +32,18 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from checker.history import NEMESIS
+from checker.history import NEMESIS, fault_took_effect
 from nemesis.package import FAULTS
 
-__all__ = ["Detection", "Episode", "HistoryScan", "first_detection", "scan_history",
-           "took_effect"]
+__all__ = ["Detection", "Episode", "HistoryScan", "first_detection", "scan_history"]
 
 NS = 1e9
 NS_PER_MS = 1_000_000
-NO_EFFECT = frozenset({"no-target", "not-started"})
 READS = frozenset({"poll", "txn"})
 HEAL = "heal"
 # The f that starts a lasting fault -> the f that stops it.
 STOPS = {fault.start: fault.stop for fault in FAULTS.values() if fault.stop}
 ENDS = frozenset({*STOPS.values(), HEAL})
-
-
-def took_effect(value: Any) -> bool:
-    """Whether a nemesis op's value says it acted on something."""
-    if isinstance(value, str):
-        return value not in NO_EFFECT and bool(value)
-    if isinstance(value, Mapping) and "skipped" in value:
-        return False
-    return bool(value)
 
 
 @dataclass(frozen=True)
@@ -106,13 +95,13 @@ class _Action:
     fault: str
     requested: int
     done: int
-    value: Any
+    effective: bool
 
 
 def _action(request: Mapping[str, Any], result: Mapping[str, Any]) -> _Action:
     f = str(request.get("f"))
     return _Action(f, str(request.get("fault") or result.get("fault") or f), request["time"],
-                   result["time"], result.get("value"))
+                   result["time"], fault_took_effect(result))
 
 
 def _actions(ops: Iterable[Mapping[str, Any]]) -> list[_Action]:
@@ -140,7 +129,7 @@ def episodes(ops: Iterable[Mapping[str, Any]]) -> list[Episode]:
         for item in ends:
             lasting.remove(item)
             found[item[1]] = replace(found[item[1]], end=action.done)
-        if action.f in ENDS or not took_effect(action.value):
+        if action.f in ENDS or not action.effective:
             continue
         found.append(Episode(action.fault, action.requested, action.done,
                              None if action.f in STOPS else action.done))

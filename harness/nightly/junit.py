@@ -18,8 +18,9 @@
                                    that is met: "inconclusive: strand-follower never
                                    took effect"; in a cell not met, an inconclusive run
                                    is a <failure type="inconclusive"> with that message
-        <system-out>               the run's headline (its state's word first), and why a detection seed that
-                                   found nothing passes (its cell met found_in without it)
+        <system-out>               the run's headline (its state's word first), and why
+                                   a detection seed that found nothing passes (its cell
+                                   met found_in without it)
 
 So CI marks a failure exactly when the night's exit code is 1.
 """

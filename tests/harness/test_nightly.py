@@ -312,7 +312,8 @@ def test_missing_results_meet_nothing(tmp_path):
 
 
 def test_a_run_whose_needed_fault_never_took_effect_is_neither_found_nor_valid(history):
-    strand = cell_of('{anomalies = ["lost-write"], found_in = 1}', seeds=2,
+    strand = cell_of('{anomalies = ["lost-write"], attributed_to = "unclean-election", '
+                     'found_in = 1}', seeds=2,
                      extra='options = {nemesis = "strand-follower,kill"}\n'
                            'needs = ["strand-follower"]')
     assert strand.faults == ("strand-follower", "kill") and strand.needs == ("strand-follower",)
@@ -508,7 +509,7 @@ recovery_seconds = 0.2
 name = "valid"
 [[cell]]
 name = "finds"
-expect = {anomalies = ["lost-write"], found_in = 1}
+expect = {anomalies = ["lost-write"], attributed_to = "unclean-election", found_in = 1}
 """
 
 
@@ -585,7 +586,8 @@ def test_junit_fails_a_run_only_when_its_cell_is_not_met(tmp_path):
     assert tree.attrib["failures"] == "4"
     messages = [f.attrib["message"] for f in tree.iter("failure")]
     assert messages[:2] == ["anomalies: duplicate 1",
-                            "expected: finds lost-write in at least 2 seeds; found: none"]
+                            "expected: finds lost-write attributed to unclean-election in at least 2 "
+                            "seeds; found: none"]
     ET.fromstring(ET.tostring(tree))  # well-formed
 
 

@@ -45,16 +45,17 @@ def test_detection_and_valid_cells_carry_the_nights_own_figures():
     detection = rows(page, "cell")
     assert detection[0][:2] == ["unclean-isolated-leader", "kchaos"]
     assert detection[0][2].startswith("`nemesis=shrink-isr-isolate-leader`; `broker_config=")
-    assert detection[0][4:] == ["2/2", "8.5 s", "met"]  # lost sends at 7 s and 10 s
+    # lost sends at 7 s and 10 s, the fault at 12 s, the loss shown by the end at 19.5 s
+    assert detection[0][4:] == ["2/2", "0", "7.5 s", "7.5 s", "met"]
     assert detection[1][:3] == ["kip101-before-fix", "kafka 0.10.2.2",
                                 "`nemesis=strand-follower`; `acks=all`"]
-    assert detection[1][4:] == ["1/2", "4.0 s", "met"]
+    assert detection[1][4:] == ["1/2", "0", "7.5 s", "7.5 s", "met"]
     valid = rows(page[page.index("## Valid cells"):], "cell")
     assert [row[0] for row in valid] == ["safe-acks-all", "safe-flushed"]
-    assert valid[0][4:] == ["2/2", "1.0", "75.0%", "met"]
+    assert valid[0][4:] == ["2/2", "0", "1.0", "75.0%", "met"]
     assert valid[1][4] == "1/2" and valid[1][-1] == "**NOT MET**"
-    assert ("## Cells not met\n\n- `safe-flushed.kchaos`: 1 of 2 runs not valid; INVALID: "
-            "lost-write 2") in page
+    assert ("## Cells not met\n\n- `safe-flushed.kchaos`: 1 of 2 conclusive runs not valid; "
+            "INVALID: lost-write 2") in page
 
 
 def test_a_night_from_before_provenance_says_so():

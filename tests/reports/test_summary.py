@@ -42,7 +42,7 @@ def test_each_allowed_type_is_named_with_its_own_reason():
                 "anomalies": {"G0": {"count": 9}, "G1c": {"count": 16}},
                 "stats": {"allowed-because": {"G0": because("G0"), "G1c": because("G1c")}}}}}
     text = headline(results)
-    assert text == ("VALID for this configuration: "
+    assert text == ("ALLOWED: "
                     f"G0 9 (allowed: {because('G0')}); "
                     f"G1c 16 (allowed: {because('G1c')}); "
                     f"int-send-skip 2 (allowed: {because('int-send-skip')})")

@@ -55,10 +55,16 @@ MACHINE = {"cpus": 2, "cpu_model": "Example CPU @ 2.00GHz", "memory_bytes": 8 * 
 SOURCE = {"commit": "0123456789abcdef0123456789abcdef01234567", "dirty": False}
 
 
-def history(seconds: int) -> str:
-    """A send every second, each acknowledged half a second later."""
+def history(seconds: int, fault: str) -> str:
+    """A send every second, each acknowledged half a second later, and `fault` requested
+    at 12 s (after the lost sends), acting on n1 at 12.5 s."""
     ops = []
     for second in range(seconds):
+        if second == 12:
+            ops += [{"time": 12 * S, "type": "info", "process": "nemesis", "f": fault,
+                     "fault": fault, "value": None},
+                    {"time": 12 * S + S // 2, "type": "info", "process": "nemesis", "f": fault,
+                     "fault": fault, "value": {"n1": "acted"}}]
         ops.append({"time": second * S, "type": "invoke", "process": 0, "f": "send",
                     "value": []})
         ops.append({"time": second * S + S // 2, "type": "ok", "process": 0, "f": "send",
@@ -67,7 +73,8 @@ def history(seconds: int) -> str:
 
 
 def results(lost_at: int | None, allowed: bool, fraction: float) -> dict:
-    """A run's results.json: a lost write whose send is op `lost_at` (or none)."""
+    """A run's results.json: a lost write whose send is op `lost_at` (or none); every
+    asked fault took effect once (`faults` is filled in by `main`)."""
     checkers: dict = {"availability": {"valid": True,
                                        "stats": {"overall": {"fraction": fraction}}}}
     if lost_at is None:
@@ -100,15 +107,21 @@ def main() -> None:
     plan = parse_plan(tomllib.loads(PLAN), "figures.toml")
     night = new_night(HERE.parent / "nightly-build", plan, PLAN,
                       datetime.datetime(2026, 1, 2, 1, 0, 0))
+    cells = {cell.name: cell for cell in plan.cells}
     for record in night.runs:
         record.status, record.exit, record.seconds = STORED, 0, 35.0
         record.run_dir = f"{record.cell}/2026010{record.seed}T010000"
         run = night.folder / record.run_dir
         run.mkdir(parents=True)
-        (run / "history.jsonl").write_text(history(20))
-        (run / "results.json").write_text(json.dumps(RESULTS[(record.cell, record.seed)]))
+        faults = cells[record.cell].faults
+        (run / "history.jsonl").write_text(history(20, faults[0]))
+        body = RESULTS[(record.cell, record.seed)]
+        body["checkers"]["faults"] = {"valid": True, "stats": {
+            "asked": list(faults), "invoked": {f: 1 for f in faults},
+            "took_effect": {f: 1 for f in faults}, "never": []}}
+        (run / "results.json").write_text(json.dumps(body))
     night.state.update(machine=MACHINE, source=SOURCE, elapsed_seconds=280.0)
-    evaluate(night, {cell.name: cell for cell in plan.cells})
+    evaluate(night, cells)
     shutil.move(night.folder, folder)
     shutil.rmtree(HERE.parent / "nightly-build")
 
