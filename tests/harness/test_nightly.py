@@ -586,8 +586,8 @@ def test_junit_fails_a_run_only_when_its_cell_is_not_met(tmp_path):
     assert tree.attrib["failures"] == "4"
     messages = [f.attrib["message"] for f in tree.iter("failure")]
     assert messages[:2] == ["anomalies: duplicate 1",
-                            "expected: finds lost-write attributed to unclean-election in at least 2 "
-                            "seeds; found: none"]
+                            "expected: finds lost-write attributed to unclean-election in "
+                            "at least 2 seeds; found: none"]
     ET.fromstring(ET.tostring(tree))  # well-formed
 
 
