@@ -11,6 +11,7 @@ from checker.groups.checker import GroupsChecker
 from checker.lin.checker import LinearizabilityChecker
 from checker.queue.acks import AcksChecker
 from checker.queue.analysis import QueueChecker
+from checker.stats import StatsChecker
 from checker.transfer import TransferChecker
 from checker.txn.checker import TxnChecker
 
@@ -25,6 +26,7 @@ CHECKERS: dict[str, Callable[[], Checker]] = {
     "txn": TxnChecker,
     "groups": GroupsChecker,
     "transfer": TransferChecker,
+    "stats": StatsChecker,
 }
 # Checkers that read the nodes' logs of a run folder (a bare history has none).
 NEED_NODE_LOGS = frozenset({"elections"})

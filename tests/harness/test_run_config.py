@@ -109,7 +109,8 @@ def test_build_test_makes_the_parts_from_the_options():
     record = test.record()
     assert record["config"]["run"]["seed"] == 11 and record["config"]["workload"]["acks"] == "1"
     assert record["broker_config"]["min.insync.replicas"] == "2"
-    assert build_test(load_config()).checkers == ("queue", "acks", "elections", "availability")
+    assert build_test(load_config()).checkers == ("queue", "acks", "elections", "availability",
+                                                  "stats")
     assert build_test(load_config()).seed != build_test(load_config()).seed
 
 
