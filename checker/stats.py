@@ -110,5 +110,5 @@ class StatsChecker:
 
 def _too_few(fs: Sequence[str], tallies: Mapping[str, _Tally]) -> str:
     told = ", ".join(f"{f} invoked {tallies[f].invocations}x" for f in fs)
-    return (f"too little to judge: {told}, never ok (an f is judged from "
-            f"{MIN_INVOCATIONS} invocations)")
+    return (f"too little to judge: {told}, never ok; an f is judged from "
+            f"{MIN_INVOCATIONS} invocations")

@@ -12,7 +12,7 @@ micro-op is committed only if its own value was read. A committed info send coun
 an ok one, with the offset its completion gives, if any.
 
 `QueueChecker` judges the analysis against `allowed_anomalies(test)`, and reports
-`empty-history` when no send was acknowledged (nothing was written that could be lost). Test keys read: `acks` (0, 1,
+`empty-history` when no send was acknowledged. Test keys read: `acks` (0, 1,
 "all"/-1; default "all"), `broker_config` ("min.insync.replicas", default 1;
 "unclean.leader.election.enable", default false), `subscribe` (true when consumers
 subscribe rather than assign), `idempotence` (false: the producer may duplicate on

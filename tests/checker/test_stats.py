@@ -74,8 +74,8 @@ def test_too_few_invocations_of_an_f_that_never_succeeded_are_unknown_not_valid(
     result = check(h)
     assert result.valid == "unknown" and result.anomalies == {}
     assert result.stats["too-few"] == ["txn"]
-    assert result.error == ("too little to judge: txn invoked 1x, never ok (an f is judged "
-                            f"from {MIN_INVOCATIONS} invocations)")
+    assert result.error == ("too little to judge: txn invoked 1x, never ok; an f is judged "
+                            f"from {MIN_INVOCATIONS} invocations")
 
 
 def test_no_client_op_at_all_is_unknown():
