@@ -15,6 +15,7 @@ from checker.groups.checker import GroupsChecker
 from checker.lin.checker import LinearizabilityChecker
 from checker.queue.acks import AcksChecker
 from checker.queue.analysis import QueueChecker
+from checker.stats import StatsChecker
 from checker.transfer import TransferChecker
 from checker.txn.checker import TxnChecker
 
@@ -38,6 +39,7 @@ CHECKERS: dict[str, type[Registered]] = {
     "txn": TxnChecker,
     "groups": GroupsChecker,
     "transfer": TransferChecker,
+    "stats": StatsChecker,
     FAULTS_CHECKER: FaultsChecker,  # every run adds it to its workload's checkers
 }
 # Checkers that read the nodes' logs of a run folder (a bare history has none).

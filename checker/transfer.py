@@ -26,7 +26,8 @@ Anomalies (witnesses name ops by index):
 `eos-loss` is allowed when the test has no final reads (`final_reads` false: the output
 may not have been read whole). Without a `committed` op of the transfers' group, loss and
 offset mismatches cannot be judged: the verdict is "unknown". A history without transfer
-ops is valid and the stats say the checker did not apply.
+ops has nothing to check: the verdict is "unknown", with that reason, and the stats say the
+checker did not apply.
 """
 
 from __future__ import annotations
@@ -44,6 +45,7 @@ from checker.queue.events import normalise_key
 __all__ = ["ANOMALIES", "TransferChecker", "TransferHistory", "input_value"]
 
 ANOMALIES = ("eos-duplicate", "eos-loss", "eos-offset-mismatch")
+NOTHING_TO_CHECK = "nothing to check: no transfer (completed txn op) in the history"
 Key = Any
 
 
@@ -185,7 +187,7 @@ class TransferChecker:
         started = time.monotonic()
         found = TransferHistory.of(history)
         if not found.transfers:
-            return Result(True, stats={"applicable": False},
+            return Result("unknown", stats={"applicable": False}, error=NOTHING_TO_CHECK,
                           seconds=time.monotonic() - started)
         places: dict[Any, list[tuple[Key, int, Any]]] = {}
         for key, records in found.outputs.items():

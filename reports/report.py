@@ -126,6 +126,7 @@ class _Page:
             "problems": join(element("p", problem, class_="problem")
                              for problem in self.run.problems),
             "summary": self._summary(),
+            "operations": self._operations(),
             "losses": self._losses(),
             "anomalies": self._anomalies(),
             "linearizability": render_counterexamples(counterexamples(self.run.results),
@@ -181,6 +182,36 @@ class _Page:
                          f"{float(checker.get('seconds') or 0):.3f}", checker.get("error")])
         return table(["verdict", "checker", "anomalies", "allowed because",
                       "seconds", "error"], rows)
+
+    def _operations(self) -> Markup:
+        """The stats checker's client ops by f (ok, fail, info), each f's judgement, or
+        nothing when it did not run."""
+        stats = (self.checkers.get("stats") or {}).get("stats") or {}
+        by_f = stats.get("by-f")
+        if not isinstance(by_f, Mapping) or not by_f:
+            return Markup("")
+        never, few = set(stats.get("never-succeeded") or ()), set(stats.get("too-few") or ())
+        unjudged = set(stats.get("not-judged") or ())
+        rows = []
+        for f, counts in by_f.items():
+            counts = counts if isinstance(counts, Mapping) else {}
+            judgement: Any = ""
+            if f in never:
+                judgement = element("span", "never succeeded", class_="verdict-invalid")
+            elif f in few:
+                judgement = element("span", "never succeeded, too few to judge",
+                                    class_="verdict-unknown")
+            elif f in unjudged:
+                judgement = element("span", "not judged: ends its process", class_="muted")
+            rows.append([f, counts.get("ok", 0), counts.get("fail", 0), counts.get("info", 0),
+                         sum(v for v in counts.values() if isinstance(v, int)), judgement])
+        return join([
+            element("h3", "Client operations by kind", id="operations"),
+            element("p", "How each kind of client op (f) completed; an invocation that never "
+                         "completed counts as info. An f that never completed ok is invalid "
+                         f"(never-succeeded) from {stats.get('min-invocations')} invocations, "
+                         "too few to judge below.", class_="muted"),
+            table(["f", "ok", "fail", "info", "invoked", "judgement"], rows)])
 
     def _op(self, index: Any) -> Any:
         ops = self.run.ops
@@ -435,7 +466,7 @@ class _Page:
         return join(element("details", element("summary", name),
                             element("pre", json.dumps(c.get("stats") or {}, indent=1,
                                                       default=repr)))
-                    for name, c in self.checkers.items())
+                    for name, c in self.checkers.items() if name != "stats")
 
 
 def _holds_a_lost_write(witness: Mapping[str, Any], lost: set[tuple[str, str]]) -> bool:

@@ -177,5 +177,13 @@ def summary_lines(results: Result, colour: bool = False) -> list[str]:
                    if checker.allowed else "")
         error = f"  error: {checker.error}" if checker.error else ""
         lines.append(f"  {name:<15} {str(checker.valid):<8} {found or 'no anomalies'}"
-                     f"{allowed}{error}")
+                     f"{allowed}{_ok_of_invoked(checker.stats.get('by-f'))}{error}")
     return lines
+
+
+def _ok_of_invoked(by_f: Any) -> str:
+    """"  (send 72/97 ok, poll 86/86 ok)": the stats checker's counts, briefly."""
+    if not isinstance(by_f, Mapping) or not by_f:
+        return ""
+    return "  (" + ", ".join(f"{f} {counts.get('ok', 0)}/{sum(counts.values())} ok"
+                             for f, counts in by_f.items()) + ")"

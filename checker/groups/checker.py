@@ -1,8 +1,9 @@
 """What a consumer group promises, checked on a history.
 
 Applies to subscribe-mode histories (ops with a `group` field, `subscribe` or
-`committed` ops, per the groups history contract); on any other history the result is
-valid with stats saying the checker did not apply. `checker.groups.membership` rebuilds each
+`committed` ops, per the groups history contract); on any other history there is nothing
+to check: the verdict is "unknown", with that reason, and the stats say the checker did
+not apply. `checker.groups.membership` rebuilds each
 group (members, ownership intervals, deliveries, commits, final committed offsets) and
 the topic's log; `checker.groups.finders` finds the anomalies. Times are the clients'
 (ns since the test started); a member is a process, live until its `info` completion
@@ -99,7 +100,7 @@ PROMISES = {"after-process": AT_LEAST_ONCE, "auto": AT_LEAST_ONCE,
             "before-process": AT_MOST_ONCE}
 DEFAULT_SESSION_TIMEOUT_MS = 6000
 ORPHAN_SLACK_S = 8.0
-NOT_APPLICABLE = "not applicable: no consumer group in the history (assign mode)"
+NOTHING_TO_CHECK = "nothing to check: no consumer group in the history (assign mode)"
 
 
 def _setting(test: Mapping[str, Any], opts: Mapping[str, Any], name: str,
@@ -191,7 +192,7 @@ class GroupsChecker:
         started = time.monotonic()
         groups = read_groups(history, _setting(test, opts, "keys", ()) or ())
         if not groups.groups:
-            return Result(True, stats={"applicable": False, "note": NOT_APPLICABLE},
+            return Result("unknown", stats={"applicable": False}, error=NOTHING_TO_CHECK,
                           seconds=time.monotonic() - started)
         mode, inferred = commit_mode(test, opts, groups)
         promise = PROMISES[mode]

@@ -12,7 +12,7 @@ micro-op is committed only if its own value was read. A committed info send coun
 an ok one, with the offset its completion gives, if any.
 
 `QueueChecker` judges the analysis against `allowed_anomalies(test)`, and reports
-`empty-history` when no op sent or polled a record. Test keys read: `acks` (0, 1,
+`empty-history` when no send was acknowledged. Test keys read: `acks` (0, 1,
 "all"/-1; default "all"), `broker_config` ("min.insync.replicas", default 1;
 "unclean.leader.election.enable", default false), `subscribe` (true when consumers
 subscribe rather than assign), `idempotence` (false: the producer may duplicate on
@@ -321,7 +321,7 @@ def check_analysis_safe(checker: AnalysisChecker, test: Mapping[str, Any],
 
 class QueueChecker(AnalysisChecker):
     """Jepsen's Kafka queue anomalies; found anomalies fail unless the test allows them.
-    A history in which no op sent or read a record tested nothing: `empty-history`."""
+    A history in which no send was acknowledged tested nothing: `empty-history`."""
 
     anomaly_types: ClassVar[tuple[str, ...]] = ANOMALIES
 
@@ -330,9 +330,8 @@ class QueueChecker(AnalysisChecker):
         started = time.monotonic()
         analysis = judged(test, analysis)
         anomalies = {kind: a for kind, a in analysis.anomalies.items() if kind in ANOMALIES}
-        if not analysis.stats.get("sends") and not analysis.stats.get("reads"):
-            anomalies["empty-history"] = condense([{
-                "ops": [], "why": "no op sent or polled a record: the history tested nothing"}])
+        if not any(counts.get("acknowledged") for counts in analysis.acks.values()):
+            anomalies["empty-history"] = condense([_nothing_acknowledged(analysis)])
         tolerated = allowed_anomalies(test)
         found = set(anomalies)
         stats = {**analysis.stats, "unseen-over-time": analysis.unseen_over_time,
@@ -351,3 +350,13 @@ class QueueChecker(AnalysisChecker):
             allowed=sorted(found & tolerated),
             seconds=analysis.seconds + time.monotonic() - started,
         )
+
+
+def _nothing_acknowledged(analysis: QueueAnalysis) -> dict[str, Any]:
+    """The `empty-history` witness: what was sent, none of it acknowledged."""
+    if not analysis.stats.get("sends") and not analysis.stats.get("reads"):
+        return {"ops": [], "why": "no op sent or polled a record: the history tested nothing"}
+    counts = {name: sum(c.get(name, 0) for c in analysis.acks.values())
+              for name in ("attempted", "failed", "unknown")}
+    return {"ops": [], **counts,
+            "why": "no send was acknowledged: nothing was written that could be lost"}

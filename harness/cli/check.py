@@ -9,7 +9,7 @@ import re
 import sys
 import tempfile
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -138,24 +138,22 @@ def _check_history(args: argparse.Namespace) -> int:
                 loaded[file] = _read_input(file, args.format)
             except InputError as error:
                 checked[file] = error
-    names = given or _default_checkers(args.workload, loaded.values())
-    test["checkers"] = list(names)
-    checker = composed(names)
-    for file in args.files:
-        if file in loaded:
-            print(f"kchaos: {len(loaded[file])} ops from {file}; checkers {', '.join(names)}",
-                  file=sys.stderr, flush=True)
-        elif file in urls:
-            print(f"kchaos: {file} is read by the Spark executors; checkers {', '.join(names)}",
-                  file=sys.stderr, flush=True)
     todo = [file for file in args.files if file not in checked]
+    jobs: dict[str, tuple[dict[str, Any], Composed]] = {}
+    for file in todo:
+        names = given or _default_checkers(args.workload, loaded.get(file))
+        jobs[file] = ({**test, "checkers": list(names)}, composed(names))
+        told = (f"{len(loaded[file])} ops from {file}" if file in loaded
+                else f"{file} is read by the Spark executors")
+        print(f"kchaos: {told}; checkers {', '.join(names)}", file=sys.stderr, flush=True)
     if args.local or (todo and in_process(todo, args.spark_master)):
-        checked.update({file: checker.check(test, loaded[file], {}) for file in todo})
+        checked.update({file: jobs[file][1].check(jobs[file][0], loaded[file], {})
+                        for file in todo})
     elif todo:
         from checker.spark import SparkJobFailed
 
         try:
-            checked.update(_check_on_spark(test, checker, todo, loaded, args.spark_master))
+            checked.update(_check_on_spark(jobs, loaded, args.spark_master))
         except SparkJobFailed as error:
             print(f"kchaos check-history: {error}", file=sys.stderr)
             if urls:
@@ -218,42 +216,50 @@ def _is_text(head: bytes) -> bool:
     return True
 
 
-def _default_checkers(workload: str, histories: Iterable[Sequence[Op]]) -> tuple[str, ...]:
-    """The workload's checkers (those that need the nodes' logs aside), with `txn` when a
-    history holds transactions, `groups` when it holds consumer-group ops and `faults`
-    when it holds nemesis ops."""
+def _default_checkers(workload: str, history: Sequence[Op] | None) -> tuple[str, ...]:
+    """The workload's checkers (those that need the nodes' logs aside), following what the
+    history holds: `txn` when it holds transactions, `groups` only when it holds
+    consumer-group ops, `transfer` only when it holds transactions (a checker with
+    nothing to check answers "unknown") and `faults` when it holds nemesis ops. A history
+    the Spark executors read (None) gets the workload's."""
     names = [name for name in WORKLOADS[workload].checkers if name not in NEED_NODE_LOGS]
-    ops = [op for ops in histories for op in ops]
-    if "txn" not in names and any(op.f == "txn" for op in ops):
+    if history is None:
+        return tuple(names)
+    transactions = any(op.f == "txn" for op in history)
+    groups = any(op.f in GROUP_FS or "group" in op.extra for op in history)
+    names = [name for name in names if (name != "transfer" or transactions)
+             and (name != "groups" or groups)]
+    if "txn" not in names and transactions:
         names.append("txn")
-    if "groups" not in names and any(op.f in GROUP_FS or "group" in op.extra for op in ops):
+    if "groups" not in names and groups:
         names.append("groups")
-    if FAULTS_CHECKER not in names and any(op.process == NEMESIS for op in ops):
+    if FAULTS_CHECKER not in names and any(op.process == NEMESIS for op in history):
         names.append(FAULTS_CHECKER)
     return tuple(names)
 
 
-def _check_on_spark(test: dict[str, Any], checker: Composed, files: list[str],
+def _check_on_spark(jobs: dict[str, tuple[dict[str, Any], Composed]],
                     loaded: dict[str, list[Op]], master: str | None
                     ) -> dict[str, Result | HistoryError]:
-    """Check the files in one Spark job: those read here as JSONL (so Jepsen's EDN too),
-    URLs as they are."""
+    """Check the files (each with its test record and checkers) in one Spark job: those
+    read here as JSONL (so Jepsen's EDN too), URLs as they are."""
     from checker.history import write_jsonl
     from checker.spark import DEFAULT_MASTER, check_histories_on_spark, spark_session
     from harness.cli.spark_output import spark_output
 
     with tempfile.TemporaryDirectory(prefix="kchaos-history-") as scratch:
         sources: list[str | Path] = []
-        for number, file in enumerate(files):
+        for number, file in enumerate(jobs):
             if file in loaded:
                 sources.append(Path(scratch) / f"{number}.jsonl")
                 write_jsonl(loaded[file], sources[-1])
             else:
                 sources.append(file)
         with spark_output() as log, spark_session(master or DEFAULT_MASTER, log=log) as session:
-            results = check_histories_on_spark(
-                session, [(test, source, checker, {}) for source in sources])
-    return dict(zip(files, results, strict=True))
+            results = check_histories_on_spark(session, [
+                (test, source, checker, {})
+                for (test, checker), source in zip(jobs.values(), sources, strict=True)])
+    return dict(zip(jobs, results, strict=True))
 
 
 def _finish(files: list[str], checked: dict[str, Result | Exception], json_path: Path | None,

@@ -39,10 +39,11 @@ def produced(b: GroupBuilder, key: int, values: list[int], process: str = "w") -
 
 # --- applicability -----------------------------------------------------------------------------
 
-def test_assign_mode_queue_history_is_valid_and_not_applicable():
+def test_an_assign_mode_history_has_nothing_to_check_so_it_is_unknown_not_valid():
     result = GroupsChecker().check({}, load_history(DATA / "queue" / "ok.jsonl"), {})
-    assert result.valid is True and result.anomalies == {}
-    assert result.stats["applicable"] is False and "not applicable" in result.stats["note"]
+    assert result.valid == "unknown" and result.anomalies == {}
+    assert result.stats == {"applicable": False}
+    assert result.error == "nothing to check: no consumer group in the history (assign mode)"
 
 
 def test_registered_under_groups():

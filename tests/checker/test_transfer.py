@@ -151,12 +151,13 @@ def test_no_committed_offsets_read_is_unknown():
     assert check(pipeline(duplicate=True, with_committed=False)[0]).valid is False
 
 
-def test_a_history_without_transfers_does_not_apply():
+def test_a_history_without_transfers_has_nothing_to_check_so_it_is_unknown_not_valid():
     h = History()
     h.send(IN_X, 1, 0)
     h.drain({IN_X: [[0, 1]]})
     result = check(h)
-    assert result.valid is True and result.stats == {"applicable": False}
+    assert result.valid == "unknown" and result.stats == {"applicable": False}
+    assert result.error == "nothing to check: no transfer (completed txn op) in the history"
 
 
 def test_transfer_is_a_registered_checker():

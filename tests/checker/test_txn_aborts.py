@@ -63,8 +63,9 @@ def test_an_aborted_send_is_never_committed_and_its_offset_leaves_no_gap():
 
 def aborted_then_read(test=COMMITTED):
     b = Builder()
+    b.send("w", "y", 9, 0)
     b.op("p", "txn", [["send", "x", 1]], "fail", [["send", "x", [0, 1]]], abort=True)
-    b.poll("r", {"x": [(0, 1)]})
+    b.poll("r", {"x": [(0, 1)], "y": [(0, 9)]})
     return queue(b, test)
 
 
@@ -78,8 +79,10 @@ def test_reading_an_aborted_send_is_g1a_unless_reads_are_uncommitted():
 
 def test_an_aborted_transaction_reading_its_own_send_is_precommitted():
     b = Builder()
+    b.send("w", "y", 9, 0)
     b.op("p", "txn", [["send", "x", 1], ["poll"]], "fail",
          [["send", "x", [0, 1]], ["poll", {"x": [[0, 1]]}]], abort=True)
+    b.poll("r", {"y": [(0, 9)]})
     assert set(queue(b).anomalies) == {"precommitted-read"} and queue(b).valid is False
     assert queue(b, UNCOMMITTED).valid is True
 

@@ -23,7 +23,7 @@ def test_a_valid_history_is_valid_in_process(tmp_path, capsys):
     assert "kchaos: VALID" in printed
     results = json.loads(out.read_text())
     assert results["valid"] is True
-    assert set(results["checkers"]) == {"queue", "acks", "availability", "faults"}
+    assert set(results["checkers"]) == {"queue", "acks", "availability", "stats", "faults"}
     assert results["state"] == "valid"
 
 
@@ -135,6 +135,51 @@ def test_the_default_checkers_follow_what_the_history_holds(tmp_path, capsys):
     assert "G1c" in results["checkers"]["txn"]["anomalies"]
     assert main(["check-history", str(DATA / "ok.jsonl"), "--local", "--json", str(out)]) == 0
     assert "txn" not in json.loads(out.read_text())["checkers"]
+
+
+def test_three_failed_sends_and_an_empty_poll_are_not_valid(tmp_path, capsys):
+    out = tmp_path / "results.json"
+    history = DATA.parent / "anomalies" / "never-succeeded.jsonl"
+    assert main(["check-history", str(history), "--local", "--json", str(out)]) == \
+        exit_codes.INVALID
+    printed = capsys.readouterr().out
+    assert "kchaos: INVALID" in printed and "(poll 1/1 ok, send 0/3 ok)" in printed
+    checkers = json.loads(out.read_text())["checkers"]
+    assert checkers["stats"]["valid"] is False
+    assert checkers["stats"]["stats"]["never-succeeded"] == ["send"]
+    assert set(checkers["queue"]["anomalies"]) == {"empty-history"}
+
+
+def test_too_little_to_judge_is_unknown(tmp_path, capsys):
+    history = tmp_path / "history.jsonl"
+    history.write_text("\n".join(json.dumps(op) for op in [
+        {"index": 0, "time": 1, "type": "invoke", "process": 0, "f": "send",
+         "value": [["send", 0, 1]]},
+        {"index": 1, "time": 2, "type": "ok", "process": 0, "f": "send",
+         "value": [["send", 0, [0, 1]]]},
+        {"index": 2, "time": 3, "type": "invoke", "process": 1, "f": "assign", "value": [0]},
+        {"index": 3, "time": 4, "type": "info", "process": 1, "f": "assign", "value": [0],
+         "error": "timed out"},
+        {"index": 4, "time": 5, "type": "invoke", "process": 2, "f": "poll", "value": [["poll"]]},
+        {"index": 5, "time": 6, "type": "ok", "process": 2, "f": "poll",
+         "value": [["poll", {"0": [[0, 1]]}]]}]) + "\n")
+    assert main(["check-history", str(history), "--local"]) == exit_codes.UNKNOWN
+    assert "UNKNOWN: stats (too little to judge: assign invoked 1x, never ok" in \
+        capsys.readouterr().out
+
+
+def test_the_default_checkers_leave_out_groups_and_transfer_without_groups_or_transfers(
+        tmp_path, capsys):
+    out = tmp_path / "results.json"
+    subscribed = DATA.parent / "anomalies" / "commit-rewind.jsonl"
+    main(["check-history", str(DATA / "ok.jsonl"), str(subscribed), "--local", "--json",
+          str(out)])
+    assigned, grouped = json.loads(out.read_text())["files"]
+    assert set(assigned["checkers"]) == {"queue", "acks", "availability", "stats"}
+    assert set(grouped["checkers"]) == {"queue", "acks", "availability", "stats", "groups"}
+    assert main(["check-history", str(DATA / "ok.jsonl"), "--workload", "transfer", "--local",
+                 "--json", str(out)]) == 0
+    assert "transfer" not in json.loads(out.read_text())["checkers"]
 
 
 @pytest.mark.spark

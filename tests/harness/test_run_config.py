@@ -110,7 +110,7 @@ def test_build_test_makes_the_parts_from_the_options():
     assert record["config"]["run"]["seed"] == 11 and record["config"]["workload"]["acks"] == "1"
     assert record["broker_config"]["min.insync.replicas"] == "2"
     assert build_test(load_config()).checkers == ("queue", "acks", "elections", "defects",
-                                                  "availability", "faults")
+                                                  "availability", "stats", "faults")
     assert build_test(load_config()).seed != build_test(load_config()).seed
 
 

@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from checker.history import load_history
+from checker.stats import StatsChecker
 from harness.cli import main
 from harness.store import index_store, run_files
 from reports import write_report
@@ -310,6 +312,32 @@ def test_availability_section_renders_from_results(store: Path) -> None:
     assert "<k> 5.500 5.510 11.010 31" in " ".join(section.split())
     assert "kchaos-1 1 → 2 (unclean) offline 5.250 0.250 broker-change" in " ".join(
         section.split())
+
+
+def test_the_stats_checkers_counts_by_f_are_one_table_under_the_checkers(store: Path) -> None:
+    run = store / "queue-valid" / "latest"
+    assert 'id="operations"' not in write_report(run_files(run)).path.read_text()
+    results = json.loads((run / "results.json").read_text())
+    stats = StatsChecker().check({}, load_history(run / "history.jsonl"), {})
+    results["checkers"]["stats"] = stats.to_json()
+    (run / "results.json").write_text(json.dumps(results))
+    page = write_report(run_files(run)).path.read_text()
+    section = " ".join(text_of(page[page.index('id="operations"'):
+                                    page.index('id="losses"')]).split())
+    assert "assign 2 0 0 2 poll 417 0 0 417 send 812 18 0 830" in section
+    assert "from 3 invocations" in section
+    assert '"by-f"' not in page and '&quot;by-f&quot;' not in page
+
+    results["checkers"]["stats"]["stats"].update({
+        "by-f": {"crash": {"ok": 0, "fail": 0, "info": 4}, "send": {"ok": 0, "fail": 5, "info": 0},
+                 "txn": {"ok": 0, "fail": 1, "info": 0}},
+        "never-succeeded": ["send"], "too-few": ["txn"], "not-judged": ["crash"]})
+    (run / "results.json").write_text(json.dumps(results))
+    page = write_report(run_files(run)).path.read_text()
+    section = " ".join(text_of(page[page.index('id="operations"'):
+                                    page.index('id="losses"')]).split())
+    assert ("crash 0 0 4 4 not judged: ends its process send 0 5 0 5 never succeeded "
+            "txn 0 1 0 1 never succeeded, too few to judge") in section
 
 
 def test_failovers_list_the_workloads_topics_first_and_sum_up_internal_ones(

@@ -41,7 +41,7 @@ from workloads.transfer.client import Outputs, TransferClient
 
 __all__ = ["CHECKERS", "KIND", "TransferGenerator", "TransferOptions", "transfer_workload"]
 
-CHECKERS = ("transfer", "queue", "txn", "acks", "elections", "availability")
+CHECKERS = ("transfer", "queue", "txn", "acks", "elections", "availability", "stats")
 COMMIT = "in-transaction"  # GroupOps adds commit ops only for after-process
 
 
