@@ -175,7 +175,7 @@ def test_the_default_checkers_leave_out_groups_and_transfer_without_groups_or_tr
     main(["check-history", str(DATA / "ok.jsonl"), str(subscribed), "--local", "--json",
           str(out)])
     assigned, grouped = json.loads(out.read_text())["files"]
-    assert set(assigned["checkers"]) == {"queue", "acks", "availability", "stats"}
+    assert set(assigned["checkers"]) == {"queue", "acks", "availability", "stats", "faults"}
     assert set(grouped["checkers"]) == {"queue", "acks", "availability", "stats", "groups"}
     assert main(["check-history", str(DATA / "ok.jsonl"), "--workload", "transfer", "--local",
                  "--json", str(out)]) == 0
