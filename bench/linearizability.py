@@ -7,7 +7,7 @@ figures the targets speak of: the 102 etcd files together and c50-ok in one
 process (best of --repeat), c50-bad decided for every key (`--complete`) with
 its peak memory (measured in a child process), and the whole set in
 `--complete` mode through Spark (local[*]), start-up apart. Exits 1 when a
-verdict is wrong.
+verdict is wrong or a target is missed.
 """
 
 from __future__ import annotations
@@ -22,9 +22,12 @@ import tempfile
 import time
 from pathlib import Path
 
-from checker.lin.files import check_files
-
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from bench.targets import Target, exit_status  # noqa: E402
+from checker.lin.files import check_files  # noqa: E402
+
 DATA = ROOT / "tests" / "data" / "porcupine"
 
 
@@ -44,8 +47,23 @@ def best_of(repeat: int, paths: list[str], complete: bool = False) -> tuple[floa
     return best, results
 
 
-def complete_in_child(path: Path) -> tuple[float, float, str]:
-    """Seconds, peak RSS in MB and verdict of `check-lin --local --complete` on one file."""
+def targets(etcd_seconds: float, c50_ok_seconds: float, bad_seconds: float, bad_peak_mb: float,
+            bad_unknown: int, complete_seconds: float,
+            spark_seconds: float | None = None) -> list[Target]:
+    """The targets of these figures; Spark's only when it ran (`spark_seconds`)."""
+    found = [Target("etcd files together", etcd_seconds, 1.1),
+             Target("c50-ok", c50_ok_seconds, 0.35),
+             Target("c50-bad --complete", bad_seconds, 60),
+             Target("c50-bad --complete peak memory", bad_peak_mb, 2048, "MB"),
+             Target("c50-bad --complete keys unknown", bad_unknown, 0, "keys")]
+    if spark_seconds is not None:
+        found.append(Target("whole set --complete on Spark", spark_seconds, 2 * complete_seconds))
+    return found
+
+
+def complete_in_child(path: Path) -> tuple[float, float, int, str]:
+    """Seconds, peak RSS in MB, keys left unknown and verdict of `check-lin --local
+    --complete` on one file."""
     with tempfile.NamedTemporaryFile(suffix=".json") as out:
         started = time.perf_counter()
         subprocess.run([sys.executable, "-m", "harness.cli", "check-lin", "--local", "--complete",
@@ -57,7 +75,7 @@ def complete_in_child(path: Path) -> tuple[float, float, str]:
     verdicts = [p["valid"] for p in report["partition_results"]]
     undecided = sum(1 for v in verdicts if v == "unknown")
     summary = f"{len(verdicts)} keys decided, {undecided} unknown, valid={report['valid']}"
-    return seconds, peak_mb, summary
+    return seconds, peak_mb, undecided, summary
 
 
 def main() -> int:
@@ -89,7 +107,8 @@ def main() -> int:
     etcd = [p for p in paths if "/jepsen/" in p and not p.endswith("etcd_095.log")]
     etcd_seconds, _ = best_of(args.repeat, etcd)
     c50_ok_seconds, _ = best_of(args.repeat, [str(args.data / "kv" / "c50-ok.txt")])
-    bad_seconds, bad_peak, bad_verdict = complete_in_child(args.data / "kv" / "c50-bad.txt")
+    bad_seconds, bad_peak, bad_unknown, bad_verdict = complete_in_child(
+        args.data / "kv" / "c50-bad.txt")
     complete_seconds, _ = best_of(1, paths, complete=True)
 
     print(f"\nsingle process (best of {args.repeat})")
@@ -99,6 +118,7 @@ def main() -> int:
           f"{bad_verdict}   (target <= 60 s, <= 2048 MB, no unknown)")
     print(f"  whole set --complete           {complete_seconds:8.3f} s")
 
+    spark_seconds = None
     if not args.no_spark:
         from checker.spark import check_files_on_spark, spark_session
 
@@ -119,7 +139,9 @@ def main() -> int:
               f"(target <= 2 x {complete_seconds:.3f} = {2 * complete_seconds:.3f} s)   "
               f"verdicts wrong: {spark_wrong}")
         wrong += spark_wrong
-    return 1 if wrong else 0
+    missed = exit_status(targets(etcd_seconds, c50_ok_seconds, bad_seconds, bad_peak, bad_unknown,
+                                 complete_seconds, spark_seconds))
+    return 1 if wrong or missed else 0
 
 
 if __name__ == "__main__":

@@ -3,7 +3,8 @@
     .venv/bin/python bench/report.py [--ops 100000] [--keep DIR]
 
 The run folder is generated first (history, controller event log, results from the
-real queue, acks and election checkers; not timed); the target is <= 10 s.
+real queue, acks and election checkers; not timed); the target is <= 10 s, and the script
+exits 1 when it is missed.
 """
 
 from __future__ import annotations
@@ -11,17 +12,21 @@ from __future__ import annotations
 import argparse
 import json
 import random
+import sys
 import tempfile
 import time
 from pathlib import Path
 
-from checker.cluster.elections import ElectionChecker
-from checker.core import compose
-from checker.history import HistoryWriter, load_history
-from checker.queue.acks import AcksChecker
-from checker.queue.analysis import QueueChecker
-from harness.store import run_files
-from reports import write_report
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from bench.targets import Target, exit_status  # noqa: E402
+from checker.cluster.elections import ElectionChecker  # noqa: E402
+from checker.core import compose  # noqa: E402
+from checker.history import HistoryWriter, load_history  # noqa: E402
+from checker.queue.acks import AcksChecker  # noqa: E402
+from checker.queue.analysis import QueueChecker  # noqa: E402
+from harness.store import run_files  # noqa: E402
+from reports import write_report  # noqa: E402
 
 START_MS = 1_735_689_600_000
 KEYS = 16
@@ -85,7 +90,12 @@ def generate(run: Path, ops: int, seed: int = 7) -> None:
     (run / "results.json").write_text(json.dumps(results.to_json()))
 
 
-def main() -> None:
+def targets(report_seconds: float) -> list[Target]:
+    """The target of the report's seconds."""
+    return [Target("write_report", report_seconds, 10)]
+
+
+def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--ops", type=int, default=100_000)
     parser.add_argument("--keep", type=Path, help="write the run here instead of a temp dir")
@@ -100,7 +110,8 @@ def main() -> None:
         seconds = time.monotonic() - started
     print(f"report of a {lines}-op history: {seconds:.2f} s "
           f"({len(report.plots)} plots, verdict {report.verdict}); target <= 10 s")
+    return exit_status(targets(seconds))
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())
