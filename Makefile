@@ -6,9 +6,8 @@ export SPARK_LOCAL_IP := 127.0.0.1
 
 # `make docs` builds the documentation into build/site/ (git-ignored); a dead link, a
 # missing anchor or a page left out of mkdocs.yml's nav fails the build.
-.PHONY: bootstrap run test test-unit test-fresh docs typecheck coverage-html test-docker \
-	test-groups-kafka test-txn-kafka lint bench nightly-smoke vagrant-bootstrap vagrant-box \
-	test-vagrant
+.PHONY: bootstrap run test test-unit test-long test-clients test-all test-fresh docs typecheck \
+	coverage-html test-docker lint bench nightly-smoke vagrant-bootstrap vagrant-box test-vagrant
 
 bootstrap:
 	@bash scripts/bootstrap.sh
@@ -18,10 +17,11 @@ run: bootstrap
 
 # After the bootstrap every need of a test is met: a test that would skip for a missing tool
 # fails instead (tests/support/requirements.py).
-test test-unit: export KCHAOS_REQUIRE_ALL := 1
+test test-unit test-long test-clients: export KCHAOS_REQUIRE_ALL := 1
 
 # The fast tier on a test process per core, then the cluster and Spark tests one at a time (they
-# share a ZooKeeper and the machine's namespaces). Coverage of the six packages in the pytest
+# share a ZooKeeper and the machine's namespaces) at smoke depth: the tests marked `long` or
+# `clients` run in test-long and test-clients. Coverage of the six packages in the pytest
 # processes (brokers and Spark workers that the tests start as processes of their own are not
 # measured): the total and the ten least-covered modules.
 test: bootstrap
@@ -29,7 +29,8 @@ test: bootstrap
 	$(VENV)/bin/mypy
 	$(VENV)/bin/mkdocs build --strict --quiet --site-dir build/site
 	$(PY) -m pytest -q -n 2 -m "not cluster and not spark" --cov --cov-report=
-	$(PY) -m pytest -q -m "cluster or spark" --cov --cov-append --cov-report= --durations=20
+	$(PY) -m pytest -q -m "(cluster or spark) and not long and not clients" --cov --cov-append \
+		--cov-report= --durations=20
 	@mkdir -p build && $(PY) -m coverage report > build/coverage.txt
 	@echo "least-covered modules (all of them: build/coverage.txt, make coverage-html):"
 	@head -n 12 build/coverage.txt
@@ -49,6 +50,17 @@ docs: bootstrap
 test-unit: bootstrap
 	$(PY) -m pytest -q -n auto -m "not cluster and not spark"
 
+# What make test leaves out: long runs and variants, and the tests repeated with each further
+# client library or against Apache Kafka as the reference.
+test-long: bootstrap
+	$(PY) -m pytest -q -m long --durations=10
+
+test-clients: bootstrap
+	$(PY) -m pytest -q -m clients --durations=10
+
+# Every test of the repository on this machine (test-vagrant needs KVM: make vagrant-bootstrap).
+test-all: test test-long test-clients test-docker test-vagrant
+
 # The bootstrap and test-unit plus a short run in a clean Debian 12 container.
 test-fresh: bootstrap
 	$(PY) scripts/fresh_machine.py
@@ -65,12 +77,6 @@ vagrant-box: vagrant-bootstrap
 
 test-vagrant: vagrant-box
 	KCHAOS_VAGRANT_TESTS=1 $(PY) -m pytest -q -s tests/harness/test_vagrant_cluster.py
-
-test-groups-kafka: bootstrap
-	KCHAOS_KAFKA_GROUP_TESTS=1 $(PY) -m pytest -q -s tests/broker/test_group_clients.py
-
-test-txn-kafka: bootstrap
-	KCHAOS_KAFKA_TXN_TESTS=1 $(PY) -m pytest -q tests/broker/test_transactions_cluster.py
 
 lint: bootstrap
 	$(VENV)/bin/ruff check .

@@ -53,8 +53,11 @@ def pytest_runtest_makereport(item, call):
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Property-based tests (hypothesis) run without coverage: they repeat the paths the
-    example tests cover, thousands of times, at twice the CPU under coverage's tracer."""
+    """A test marked `long` or `clients` must be heavy too (tiers.misplaced). Property-based
+    tests (hypothesis) run without coverage: they repeat the paths the example tests cover,
+    thousands of times, at twice the CPU under coverage's tracer."""
     for item in items:
+        if why := tiers.misplaced(item):
+            raise pytest.UsageError(why)
         if hasattr(getattr(item, "obj", None), "hypothesis"):
             item.add_marker(pytest.mark.no_cover)

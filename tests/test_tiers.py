@@ -1,5 +1,6 @@
-"""The test suite's own rules: an unmet need fails under `make test`, and the fast tier
-refuses ZooKeeper, brokers and Spark to a test marked neither `cluster` nor `spark`."""
+"""The test suite's own rules: an unmet need fails under `make test`, the fast tier
+refuses ZooKeeper, brokers and Spark to a test marked neither `cluster` nor `spark`, and a
+test left to `make test-long` or `make test-clients` is one of those."""
 
 from __future__ import annotations
 
@@ -41,6 +42,15 @@ def test_a_missing_tool_names_its_debian_package():
 ])
 def test_what_makes_a_process_heavy(argv, what):
     assert tiers.heavy(argv) == what
+
+
+def test_a_long_test_must_be_heavy(request):
+    long_test = pytest.Function.from_parent(
+        request.node.parent, name="long_test", callobj=lambda: None)
+    long_test.add_marker(pytest.mark.long)
+    assert "marked long but neither cluster nor spark" in tiers.misplaced(long_test)
+    long_test.add_marker(pytest.mark.cluster)
+    assert tiers.misplaced(long_test) is None
 
 
 def test_a_light_test_may_start_light_processes():

@@ -5,15 +5,13 @@ its jars are cached), three loopback brokers of each sharing one ZooKeeper.
 
 One cluster per system serves the whole module (each storyline has its own topic and
 group); the clients' ids hold no "kafka", so `-k kafka` selects Apache Kafka alone. The
-measured seconds are printed (`-s`). `make test` runs every client against our broker and
-the Java client against Kafka (about two minutes); `make test-groups-kafka` runs every
-client against Kafka too (`KCHAOS_KAFKA_GROUP_TESTS=1`).
+measured seconds are printed (`-s`). `make test` runs confluent-kafka against our broker;
+`make test-clients` (marker `clients`) every other client, and every client against Kafka.
 """
 
 from __future__ import annotations
 
 import contextlib
-import os
 
 import pytest
 
@@ -25,14 +23,7 @@ from tests.support.group_storyline import SYSTEMS, Storyline, new_cluster, syste
 pytestmark = [pytest.mark.cluster, pytest.mark.timeout(420)]
 
 
-KAFKA_SMOKE_CLIENT = "java"
-
-
-def skipped_here(system: str, client: str) -> str | None:
-    if system == "kafka" and client != KAFKA_SMOKE_CLIENT and not os.environ.get(
-            "KCHAOS_KAFKA_GROUP_TESTS"):
-        return "every client against Kafka runs in make test-groups-kafka"
-    return None
+SMOKE = ("kchaos", "confluent")
 
 
 def storylines() -> list:
@@ -41,8 +32,8 @@ def storylines() -> list:
         for client in CLIENTS:
             unmet = [r for r in (system_unavailable(system), unavailable(client)) if r]
             marks = [requirements.needs(False, unmet[0])] if unmet else []
-            if reason := skipped_here(system, client):
-                marks.append(pytest.mark.skip(reason=reason))
+            if (system, client) != SMOKE:
+                marks.append(pytest.mark.clients)
             params.append(pytest.param(system, client, id=f"{system}-{client}", marks=marks))
     return params
 

@@ -10,14 +10,14 @@ client 3.9.1), against our broker (`kchaos`) and Apache Kafka 3.9.1 (`kafka`).
   half-visible;
 - idempotent retries across a leader kill leave no duplicates.
 
-`make test` runs them against our broker; `make test-txn-kafka` against Kafka as well
-(`KCHAOS_KAFKA_TXN_TESTS=1`), the same assertions, as the reference.
+`make test` runs them against our broker with confluent-kafka; `make test-clients` (marker
+`clients`) with every other client and against Kafka as well, the same assertions, Kafka as
+the reference.
 """
 
 from __future__ import annotations
 
 import contextlib
-import os
 import time
 
 import pytest
@@ -46,9 +46,8 @@ def systems() -> list:
     for system in ("kchaos", "kafka"):
         unmet = system_unavailable(system)
         marks = [requirements.needs(False, unmet)] if unmet else []
-        if system == "kafka" and not os.environ.get("KCHAOS_KAFKA_TXN_TESTS"):
-            marks.append(pytest.mark.skip(reason="transactions against Kafka run in "
-                                          "make test-txn-kafka"))
+        if system != "kchaos":
+            marks.append(pytest.mark.clients)
         params.append(pytest.param(system, marks=marks))
     return params
 
@@ -159,9 +158,18 @@ def opened(client: str, cluster: BrokerCluster, transactional_id: str, topic: st
         producer.close()
 
 
-def clients() -> list:
-    return [pytest.param(c, marks=[requirements.needs(False, unavailable(c))]
-                         if unavailable(c) else []) for c in CLIENTS]
+SMOKE_CLIENT = "confluent"
+
+
+def clients(names: tuple[str, ...] = CLIENTS) -> list:
+    """One param per client; all but SMOKE_CLIENT are marked `clients`."""
+    params = []
+    for client in names:
+        marks = [requirements.needs(False, unavailable(client))] if unavailable(client) else []
+        if client != SMOKE_CLIENT:
+            marks.append(pytest.mark.clients)
+        params.append(pytest.param(client, marks=marks))
+    return params
 
 
 @pytest.mark.parametrize("client", clients())
@@ -208,10 +216,8 @@ def test_a_fenced_producer_cannot_commit(cluster, client):
     assert values(read(cluster, topic, "read_committed")) == kept
 
 
-@pytest.mark.parametrize("client", ["confluent", "java"])
+@pytest.mark.parametrize("client", clients(("confluent", "java")))
 def test_sent_offsets_are_committed_with_the_transaction_only(cluster, client):
-    if unavailable(client):
-        requirements.unmet(unavailable(client))
     topic = create_topic(cluster, f"txn-offsets-{client}")
     group = f"txn-offsets-group-{client}"
     with opened(client, cluster, f"offsets-{client}", topic) as producer:

@@ -22,7 +22,7 @@ from tests.support.results import without_seconds
 from tests.support.spark_cluster import environment, leftovers, spark_cluster
 from tests.support.spark_driver import run_commands
 
-pytestmark = [pytest.mark.spark, pytest.mark.timeout(600)]
+pytestmark = [pytest.mark.spark, pytest.mark.long, pytest.mark.timeout(600)]
 
 DATA = Path(__file__).parent.parent / "data"
 ROOT = Path(__file__).parent.parent.parent

@@ -64,6 +64,7 @@ def read_all(bootstrap: str, topic: str) -> list[int]:
         consumer.close()
 
 
+@pytest.mark.long
 def test_acks_all_writes_survive_a_leader_kill_and_restart(tmp_path):
     env = dict(os.environ, KCHAOS_STATE_DIR=str(tmp_path / "state"))
     up = kchaos(env, "cluster", "up", "--db", "kafka", "--nodes", "3", "--zookeepers", "1",

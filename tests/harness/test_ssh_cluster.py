@@ -173,6 +173,7 @@ def test_the_reaper_takes_an_ssh_cluster_down_after_kill_9_of_its_owner(hosts, t
 
 
 @requirements.kafka_jars()
+@pytest.mark.long
 def test_apache_kafka_runs_on_ssh_hosts(hosts, tmp_path):
     inventory = hosts.inventory(tmp_path / "i.toml", python=sys.executable,
                                 dir=str(tmp_path / "opt"))

@@ -16,7 +16,7 @@ import pytest
 from harness.control.ssh import ssh_runs
 from tests.support.ssh_hosts import SshHosts, require_sshd
 
-pytestmark = pytest.mark.cluster
+pytestmark = [pytest.mark.cluster, pytest.mark.long]
 
 KCHAOS = str(Path(sys.executable).parent / "kchaos")
 

@@ -16,6 +16,7 @@ from collections.abc import Iterator
 import pytest
 
 HEAVY_MARKERS = ("cluster", "spark")
+OWN_TARGET_MARKERS = ("long", "clients")  # heavy tests that `make test` leaves to own targets
 
 _running: list[str] = []  # the light test now running, if any
 _refused: dict[str, str] = {}  # nodeid -> what it tried to start
@@ -58,6 +59,16 @@ def watching(item: pytest.Item) -> Iterator[None]:
         yield
     finally:
         _running.remove(item.nodeid)
+
+
+def misplaced(item: pytest.Item) -> str | None:
+    """Why `item`'s marks would put it in the fast tier that its own target exists to spare
+    `make test`, or None."""
+    own = [name for name in OWN_TARGET_MARKERS if item.get_closest_marker(name)]
+    if own and is_light(item):
+        return (f"{item.nodeid} is marked {' and '.join(own)} but neither "
+                f"{' nor '.join(HEAVY_MARKERS)}: `make test-unit` would run it")
+    return None
 
 
 def refusal(nodeid: str) -> str | None:

@@ -123,7 +123,7 @@ def assert_group_shape(ops, workload: Workload, groups: int) -> None:
     ("confluent", "after-process", 2),
     ("confluent", "before-process", 1),
     ("confluent", "auto", 1),
-    ("kafka-python", "after-process", 1),
+    pytest.param("kafka-python", "after-process", 1, marks=pytest.mark.clients),
 ])
 def test_subscribe_workload_history_is_valid(cluster, tmp_path, client, commit, groups):
     started = time.monotonic()

@@ -1,7 +1,7 @@
 """Transactional workloads on three loopback brokers of our broker and of real Apache Kafka
 3.9.1: a short `--txn` run of the queue workload with aborts on purpose, a short transfer
 run, and a plain run with idempotent producers, each valid under the checkers their
-workloads name."""
+workloads name. `make test` runs them on our broker; `make test-clients` on Kafka too."""
 
 from __future__ import annotations
 
@@ -31,10 +31,19 @@ BROKER = {"min.insync.replicas": "2", "unclean.leader.election.enable": "false",
 OFFLINE = ("elections",)  # needs the node logs of a run folder
 
 
-@pytest.fixture(scope="module", params=[
-    pytest.param(system, marks=[requirements.needs(False, system_unavailable(system))]
-                 if system_unavailable(system) else [])
-    for system in ("kchaos", "kafka")])
+def systems() -> list:
+    """Our broker; Apache Kafka, the reference, marked `clients`."""
+    params = []
+    for system in ("kchaos", "kafka"):
+        unmet = system_unavailable(system)
+        marks = [requirements.needs(False, unmet)] if unmet else []
+        if system != "kchaos":
+            marks.append(pytest.mark.clients)
+        params.append(pytest.param(system, marks=marks))
+    return params
+
+
+@pytest.fixture(scope="module", params=systems())
 def cluster(request, zookeeper, tmp_path_factory):
     running = new_cluster(request.param, zookeeper.connect,
                           tmp_path_factory.mktemp(f"txn-runs-{request.param}"))

@@ -18,6 +18,8 @@ from workloads.queue import QueueOptions, queue_workload
 pytestmark = [pytest.mark.cluster, pytest.mark.timeout(240)]
 
 SAFE = {"min.insync.replicas": "2", "unclean.leader.election.enable": "false"}
+# kafka-python's valid run below is its smoke; its other runs are in `make test-clients`
+KAFKA_PYTHON_AGAIN = pytest.param("kafka-python", marks=pytest.mark.clients)
 
 
 @pytest.fixture(scope="module")
@@ -77,7 +79,7 @@ def test_queue_workload_history_is_valid(cluster, tmp_path, client):
         assert crash.process not in later and crash.process + 3 in later
 
 
-@pytest.mark.parametrize("client", ["confluent", "kafka-python"])
+@pytest.mark.parametrize("client", ["confluent", KAFKA_PYTHON_AGAIN])
 def test_kill_leader_mid_run_gives_info_not_crashes(cluster, tmp_path, client):
     topic = f"kill-{client}"
     killed = []
@@ -103,7 +105,7 @@ def test_kill_leader_mid_run_gives_info_not_crashes(cluster, tmp_path, client):
     assert result.valid is True, result.anomalies
 
 
-@pytest.mark.parametrize("client", ["confluent", "kafka-python"])
+@pytest.mark.parametrize("client", ["confluent", KAFKA_PYTHON_AGAIN])
 def test_reassign_while_the_first_positions_resolve_resumes_where_it_read(cluster, client):
     """A fresh consumer assigned from the beginning, re-assigned from the beginning half a
     second later (when librdkafka's first offset query fires), then re-assigned at its
