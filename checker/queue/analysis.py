@@ -45,6 +45,7 @@ __all__ = [
     "AnalysisChecker",
     "AnalysisCheckers",
     "KEY_TXN_ANOMALIES",
+    "KeyPart",
     "QueueAnalysis",
     "QueueChecker",
     "acks_label",
@@ -56,7 +57,6 @@ __all__ = [
     "flag",
     "fold",
     "judged",
-    "KeyPart",
     "promises_no_loss",
     "reads_uncommitted",
     "split_by_key",
@@ -367,7 +367,7 @@ class AnalysisCheckers:
 
     def split(self, test: Mapping[str, Any], history: Sequence[Op | bytes],
               opts: Mapping[str, Any]) -> list[tuple[Hashable, KeyPart]]:
-        return list(split_by_key(parsed_items(history), budget=QueueBudget.of(test, opts)))
+        return split_by_key(parsed_items(history), budget=QueueBudget.of(test, opts))
 
     def check_key(self, test: Mapping[str, Any], key: Hashable, part: KeyPart,
                   opts: Mapping[str, Any]) -> KeyReport:
