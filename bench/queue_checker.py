@@ -252,8 +252,9 @@ def main(argv: list[str] | None = None) -> int:
             started = time.monotonic()
             results = check_history_on_spark(session, test, path, checkers, timings=timings)
             total = time.monotonic() - started
-    print(f"loading (parse and partition by key on executors): {timings['load']:.1f} s")
-    print(f"checking (per key on executors, then fold): {timings['check']:.1f} s")
+    print(f"loading (read, parse and validate on the driver): {timings['load']:.1f} s")
+    print(f"checking (split by key, each key on the executors, then fold): "
+          f"{timings['check']:.1f} s")
     print(f"loading + checking: {total:.1f} s; verdict {results.valid}")
     found = {kind: anomaly for name in ("queue", "txn") if name in results.checkers
              for kind, anomaly in results.checkers[name].anomalies.items()}

@@ -106,8 +106,8 @@ class KeyedChecker(Protocol):
     part anywhere (`check_key` is pure, and its part and answer are picklable, so a Spark
     executor can run it), and `merge` the parts' answers, in key order, into the Result
     that `check` gives. `checker.spark` distributes any such checker key by key, handing
-    `split` the history's validated JSONL lines (bytes) in place of its ops: a split that
-    only routes items to keys leaves the keys' parsing and work to the executors."""
+    `split` the history's ops, parsed and validated once on the driver; a split may also
+    be handed a history's validated JSONL lines (bytes) in their place."""
 
     def split(self, test: Mapping[str, Any], history: Sequence[Op | bytes],
               opts: Mapping[str, Any]) -> list[tuple[Hashable, Any]]: ...

@@ -5,12 +5,7 @@
 validated, `pair_operations` pairs each invocation with its completion, and
 `write_edn` exports Jepsen's EDN history format.
 
-`HistoryValidator` holds the history rules. A history split into slices (the
-byte ranges `checker.spark.queue` parses on executors) is validated slice by slice
-with `SliceValidator`, which does not know what came before its slice; the
-caller then `join`s the slices' `SliceState`s, in order, into one
-HistoryValidator, which raises the violation `read_history` would raise, at
-the same line and with the same reason.
+`HistoryValidator` holds the history rules.
 """
 
 from __future__ import annotations
@@ -40,8 +35,6 @@ __all__ = [
     "Op",
     "OpType",
     "Operation",
-    "SliceState",
-    "SliceValidator",
     "HistoryItem",
     "fault_took_effect",
     "load_history",
@@ -211,31 +204,6 @@ class HistoryValidator:
                 self._crashed.add(op.process)
         self._next_index += 1
 
-    def join(self, part: SliceState) -> None:
-        """Continue with the next slice of the history, validated on its own.
-
-        Checks the slice's first op of each process against the state the earlier
-        slices left (and its first op's index), then takes the slice's end state;
-        raises the first violation, the slice's own `error` last (every deferred
-        op precedes it).
-        """
-        if part.deferred and self._dense:
-            line, first = part.deferred[0]
-            if first.index != self._next_index:
-                self._fail(line, _index_violation(first.index, self._next_index))
-        for line, op in part.deferred:
-            reason = _pairing_violation(op, self._open.get(op.process), self._crashed)
-            if reason is not None:
-                self._fail(line, reason)
-        if part.error is not None:
-            self._fail(*part.error)
-        if part.next_index is not None:
-            self._next_index = part.next_index
-        for process in part.closed:
-            self._open.pop(process, None)
-        self._open.update(part.open)
-        self._crashed |= part.crashed
-
     def _fail(self, line: int, reason: str) -> None:
         raise HistoryError(self.path, line, reason)
 
@@ -266,88 +234,6 @@ def _pairing_violation(op: Op, invoke: Op | None, crashed: set[int | str]) -> st
     if process == NEMESIS and op.type == "info":
         return None
     return f"{op.type} completion of {op.f!r} by process {process!r} without an open invoke"
-
-
-@dataclass
-class SliceState:
-    """What validating one slice of a history found, for `HistoryValidator.join`.
-
-    `deferred`: (line, op) of the first op of each process in the slice, in line
-    order, whose checks need the state before the slice (the first of them also
-    its index); values are dropped. `next_index`: the index expected after the
-    slice (None: no op). `open`: process -> its invoke still open at the slice's
-    end; `closed`: the other processes seen; `crashed`: processes that completed
-    with info. `error`: (line, reason) of the first violation inside the slice,
-    where validating it stopped.
-    """
-
-    deferred: list[tuple[int, Op]] = field(default_factory=list)
-    next_index: int | None = None
-    open: dict[int | str, Op] = field(default_factory=dict)
-    closed: set[int | str] = field(default_factory=set)
-    crashed: set[int | str] = field(default_factory=set)
-    error: tuple[int, str] | None = None
-
-
-_UNSEEN = object()
-
-
-class SliceValidator:
-    """HistoryValidator's rules on a slice of a history whose earlier ops are unknown.
-
-    The first op of each process in the slice is taken as valid and deferred (see
-    SliceState); every later op is checked against what the slice itself showed,
-    with the reasons HistoryValidator gives. `stop` records a violation found by
-    the caller (a malformed line) and ends the slice.
-    """
-
-    def __init__(self, path: str) -> None:
-        self.path = path
-        self._next_index: int | None = None
-        self._last: dict[int | str, Any] = {}
-        self._crashed: set[int | str] = set()
-        self._deferred: list[tuple[int, Op]] = []
-        self._error: tuple[int, str] | None = None
-
-    def check(self, op: Op, line: int) -> None:
-        """Accept `op` (read at `line`) or raise HistoryError."""
-        expected = self._next_index
-        if expected is not None and op.index != expected:
-            raise HistoryError(self.path, line, _index_violation(op.index, expected))
-        process = op.process
-        invoke = self._last.get(process, _UNSEEN)
-        if invoke is _UNSEEN:
-            self._deferred.append((line, _head(op)))
-        else:
-            reason = _pairing_violation(op, invoke, self._crashed)
-            if reason is not None:
-                raise HistoryError(self.path, line, reason)
-        if op.type == "invoke":
-            self._last[process] = op
-        else:
-            self._last[process] = None
-            if op.type == "info" and process != NEMESIS:
-                self._crashed.add(process)
-        self._next_index = op.index + 1
-
-    def stop(self, line: int, reason: str) -> None:
-        """The slice is invalid at `line`; nothing after it is looked at."""
-        self._error = (line, reason)
-
-    def state(self) -> SliceState:
-        return SliceState(
-            deferred=self._deferred,
-            next_index=self._next_index,
-            open={p: _head(op) for p, op in self._last.items() if op is not None},
-            closed={p for p, op in self._last.items() if op is None},
-            crashed=self._crashed,
-            error=self._error,
-        )
-
-
-def _head(op: Op) -> Op:
-    """`op` without the fields validation does not read."""
-    return Op(op.index, op.time, op.type, op.process, op.f, None)
 
 
 def _reject_constant(name: str) -> Any:

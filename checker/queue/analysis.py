@@ -1,12 +1,14 @@
 """Jepsen's Kafka queue anomalies, found key by key and judged by the test's settings.
 
-The pipeline, the same in the calling process (`analyse`) and on Spark (`checker.spark`):
-`checker.queue.events.events_of` turns each history op into per-key events and resets;
-`checker.queue.events.proven_sends` of every key names the transactions of unknown outcome
-(info) that a poll proves committed (it read a value they sent, at any key);
-`checker.queue.finders.analyse_key` runs one finder per anomaly on each key's log (the anomalies
-are listed there) and extracts its dependency edges for `checker.txn.checker`; `fold` merges the
-key reports into a `QueueAnalysis`. Only a `txn` op is atomic: a `send` op's micro-ops
+The analysis is split by key, the same in the calling process (`analyse`) and on Spark
+(`AnalysisCheckers`, a `KeyedChecker` that `checker.spark` distributes as any other):
+`split_by_key` turns each history op into per-key events and resets
+(`checker.queue.events.events_of`) and names, from every key's events, the transactions of
+unknown outcome (info) that a poll proves committed (`checker.queue.events.proven_sends`: it
+read a value they sent, at any key); `analyse_part` runs `checker.queue.finders.analyse_key`,
+one finder per anomaly on one key's log (the anomalies are listed there), and extracts its
+dependency edges for `checker.txn.checker`; `fold` merges the key reports into a
+`QueueAnalysis`. Only a `txn` op is atomic: a `send` op's micro-ops
 are separate produce requests that may partly succeed, so an unknown-outcome send
 micro-op is committed only if its own value was read. A committed info send counts as
 an ok one, with the offset its completion gives, if any.
@@ -29,25 +31,28 @@ import time
 from abc import ABC, abstractmethod
 from array import array
 from collections import defaultdict
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, ClassVar
 
 from checker.allowed import ALLOWED_BECAUSE, because
-from checker.core import Anomaly, Memo, Result, condense, safely
-from checker.history import HistoryError, Op
+from checker.core import Anomaly, Memo, Result, check_by_key, compose_results, condense, safely
+from checker.history import HistoryError, Op, parsed_items
 from checker.queue.events import RESET, Event, Key, events_of, proven_sends
 from checker.queue.finders import KeyReport, QueueBudget, analyse_key
 
 __all__ = [
     "ANOMALIES",
     "AnalysisChecker",
+    "AnalysisCheckers",
     "KEY_TXN_ANOMALIES",
+    "KeyPart",
     "QueueAnalysis",
     "QueueChecker",
     "acks_label",
     "allowed_anomalies",
     "analyse",
+    "analyse_part",
     "broker_setting",
     "check_analysis_safe",
     "flag",
@@ -55,6 +60,7 @@ __all__ = [
     "judged",
     "promises_no_loss",
     "reads_uncommitted",
+    "split_by_key",
     "tolerance_reasons",
 ]
 
@@ -207,13 +213,34 @@ def fold(reports: Iterable[KeyReport]) -> QueueAnalysis:
     return QueueAnalysis(anomalies, losses, acks, series, stats, unknown=unknown, edges=edges)
 
 
-def analyse(history: Iterable[Op], source: str = "<history>",
-            budget: QueueBudget | None = None) -> QueueAnalysis:
-    """The whole queue analysis of a history, in the calling process: every key's info
-    transactions proven committed first, then every key's analysis."""
-    started = time.monotonic()
+Resets = dict[Any, list[tuple[int, tuple | None]]]  # process -> sorted (index, kept keys)
+
+
+@dataclass(frozen=True)
+class KeyPart:
+    """What one key's analysis needs, picklable for an executor: the key's events, every
+    process's resets, the info transactions that some key proves committed, and the budget
+    with the deadline of the whole analysis. A key over the budget of events carries only
+    the reason (`over_budget`), not its events."""
+
+    events: list[Event]
+    resets: Resets
+    proven: frozenset[int]
+    budget: QueueBudget
+    deadline: float
+    over_budget: str | None = None
+
+    def __len__(self) -> int:
+        return len(self.events)
+
+
+def split_by_key(history: Iterable[Op], source: str = "<history>",
+                 budget: QueueBudget | None = None) -> list[tuple[Key, KeyPart]]:
+    """Each key's part of the analysis, in key order: the history's ops as per-key events,
+    and the info transactions proven committed by the keys within the budget. A malformed
+    queue value raises HistoryError (`source`, the op's index + 1)."""
     by_key: dict[Key, list[Event]] = defaultdict(list)
-    resets: dict[Any, list[tuple[int, tuple | None]]] = defaultdict(list)
+    resets: Resets = defaultdict(list)
     for op in history:
         try:
             events = events_of(op.index, op.time, op.type, op.process, op.f, op.value, op.extra)
@@ -232,8 +259,29 @@ def analyse(history: Iterable[Op], source: str = "<history>",
     for events in by_key.values():
         if len(events) <= budget.key_events:
             proven |= proven_sends(events)
-    analysis = fold(analyse_key(key, events, resets, budget, deadline, proven)
-                    for key, events in by_key.items())
+    shared = (dict(resets), frozenset(proven))
+    parts = []
+    for key in sorted(by_key, key=repr):
+        too_many = budget.too_many(key, len(by_key[key]))
+        events = [] if too_many else by_key[key]
+        parts.append((key, KeyPart(events, *shared, budget, deadline, too_many)))
+    return parts
+
+
+def analyse_part(key: Key, part: KeyPart) -> KeyReport:
+    """One key's report (`checker.queue.finders.analyse_key`)."""
+    if part.over_budget:
+        return KeyReport(key, unknown=part.over_budget)
+    return analyse_key(key, part.events, part.resets, part.budget, part.deadline, part.proven)
+
+
+def analyse(history: Iterable[Op], source: str = "<history>",
+            budget: QueueBudget | None = None) -> QueueAnalysis:
+    """The whole queue analysis of a history, in the calling process: split by key, every
+    key analysed, the reports folded."""
+    started = time.monotonic()
+    analysis = fold(analyse_part(key, part)
+                    for key, part in split_by_key(history, source, budget))
     analysis.seconds = time.monotonic() - started
     return analysis
 
@@ -289,9 +337,9 @@ def _recounted(analysis: QueueAnalysis, losses: list[dict[str, Any]],
 class AnalysisChecker(ABC):
     """A checker that works from the folded queue analysis (`QueueAnalysis`).
 
-    `check` takes the analysis from `opts["queue_analysis"]`, else from the check's
-    `Memo` (`opts["memo"]`, computed once for all the AnalysisCheckers composed), else
-    computes it in the calling process, so an AnalysisChecker is also a Checker.
+    `check` takes the analysis from the check's `Memo` (`opts["memo"]`, computed once for
+    all the AnalysisCheckers composed), else computes it in the calling process, so an
+    AnalysisChecker is also a Checker. On Spark, `AnalysisCheckers` checks them together.
     """
 
     @abstractmethod
@@ -300,14 +348,41 @@ class AnalysisChecker(ABC):
 
     def check(self, test: Mapping[str, Any], history: Sequence[Op],
               opts: Mapping[str, Any]) -> Result:
-        analysis = opts.get("queue_analysis")
-        if analysis is None:
-            memo = opts.get("memo") or Memo()
-            analysis = memo.get("queue-analysis", lambda: analyse(
-                history, budget=QueueBudget.of(test, opts)))
+        memo = opts.get("memo") or Memo()
+        analysis = memo.get("queue-analysis", lambda: analyse(
+            history, budget=QueueBudget.of(test, opts)))
         if analysis.unknown:
             return Result("unknown", error="; ".join(analysis.unknown))
         return self.check_analysis(test, analysis, opts)
+
+
+@dataclass(frozen=True)
+class AnalysisCheckers:
+    """Named AnalysisCheckers sharing one queue analysis, as one `KeyedChecker`
+    (checker.core): `split` is `split_by_key`, `check_key` analyses one key (`analyse_part`),
+    and `merge` folds the key reports and has every checker judge the analysis; its Result
+    composes theirs under their names."""
+
+    checkers: Mapping[str, AnalysisChecker]
+
+    def split(self, test: Mapping[str, Any], history: Sequence[Op | bytes],
+              opts: Mapping[str, Any]) -> list[tuple[Hashable, KeyPart]]:
+        return split_by_key(parsed_items(history), budget=QueueBudget.of(test, opts))
+
+    def check_key(self, test: Mapping[str, Any], key: Hashable, part: KeyPart,
+                  opts: Mapping[str, Any]) -> KeyReport:
+        return analyse_part(key, part)
+
+    def merge(self, test: Mapping[str, Any], checked: Sequence[tuple[Hashable, KeyReport]],
+              opts: Mapping[str, Any], seconds: float) -> Result:
+        analysis = fold(report for _, report in checked)
+        analysis.seconds = seconds
+        return compose_results({name: check_analysis_safe(checker, test, analysis, opts)
+                                for name, checker in self.checkers.items()}, seconds)
+
+    def check(self, test: Mapping[str, Any], history: Sequence[Op],
+              opts: Mapping[str, Any]) -> Result:
+        return check_by_key(self, test, history, opts)
 
 
 def check_analysis_safe(checker: AnalysisChecker, test: Mapping[str, Any],

@@ -5,8 +5,7 @@ and into resets (assign, subscribe, crash: which keys a process keeps its positi
 a subscribe run also the keys a rebalance callback assigned or revoked, and the keys of
 records a before-process poll fetched but did not process);
 `dropped_at` reads a key's resets. An info `txn` op is atomic, so a poll of any value it
-sent proves all its sends committed: `proven_sends` (or, split for Spark,
-`txn_candidates` then `proven_by`) finds those ops key by key.
+sent proves all its sends committed: `proven_sends` finds those ops key by key.
 """
 
 from __future__ import annotations
@@ -19,7 +18,7 @@ from typing import Any
 from checker.history import HistoryError, Op, numbered_queue_ops
 
 __all__ = ["COMPLETE", "INVOKE", "READ", "RESET", "Event", "Key", "dropped_at", "events_of",
-           "normalise_key", "proven_by", "proven_sends", "read_queue_ops", "txn_candidates"]
+           "normalise_key", "proven_sends", "read_queue_ops", "validated_queue_ops"]
 
 RESET = "\x00reset"
 DROP = "\x00drop"  # a reset's kept keys starting with DROP: it drops just the keys after it
@@ -43,8 +42,14 @@ def read_queue_ops(path: str | os.PathLike[str], fmt: str = "auto") -> list[Op]:
     """All ops of a queue-workload history in one of QUEUE_FORMATS (or "auto"), validated
     as a history and micro-op by micro-op; an empty file has none."""
     source = os.fspath(path)
+    return validated_queue_ops(numbered_queue_ops(source, fmt), source)
+
+
+def validated_queue_ops(numbered: Iterable[tuple[int, Op]], source: str) -> list[Op]:
+    """The ops of (line, op) pairs already validated as a history, each now validated micro-op
+    by micro-op; a malformed one raises HistoryError naming `source` and its line."""
     ops = []
-    for line, op in numbered_queue_ops(source, fmt):
+    for line, op in numbered:
         try:
             events_of(op.index, op.time, op.type, op.process, op.f, op.value, op.extra)
         except ValueError as error:
@@ -189,10 +194,9 @@ def _drops(kept: tuple | None, key: Key) -> bool:
     return key not in kept
 
 
-def txn_candidates(events: Iterable[Event]) -> list[tuple[Any, int]]:
+def _txn_candidates(events: Iterable[Event]) -> list[tuple[Any, int]]:
     """(value, index) of this key's transactional sends whose outcome may be unknown: those
-    of info completions, and of invokes (which may never complete). The first half of
-    `proven_sends`, which Spark runs on each byte range's events."""
+    of info completions, and of invokes (which may never complete)."""
     candidates = []
     for event in events:
         if event[1] == INVOKE and event[7]:
@@ -202,9 +206,9 @@ def txn_candidates(events: Iterable[Event]) -> list[tuple[Any, int]]:
     return candidates
 
 
-def proven_by(events: Iterable[Event], candidates: Mapping[Any, Sequence[int]]) -> set[int]:
+def _proven_by(events: Iterable[Event], candidates: Mapping[Any, Sequence[int]]) -> set[int]:
     """The indices among `candidates` (value -> indices) whose value an ok poll in `events`
-    read. The second half of `proven_sends`."""
+    read."""
     proven: set[int] = set()
     for event in events:
         if event[1] == READ and event[5] == "ok":
@@ -220,6 +224,6 @@ def proven_sends(events: list[Event]) -> set[int]:
     `checker.queue.finders.analyse_key` as `proven`. No pairing: an invoke's index among them is
     harmless when the op did complete (its sends then carry the completion's index)."""
     candidates: dict[Any, list[int]] = {}
-    for value, index in txn_candidates(events):
+    for value, index in _txn_candidates(events):
         candidates.setdefault(value, []).append(index)
-    return proven_by(events, candidates) if candidates else set()
+    return _proven_by(events, candidates) if candidates else set()

@@ -1,9 +1,10 @@
 """Checking on Spark: the only package of `checker` that imports pyspark (in `session`).
 
-`session` starts Spark with `checker` shipped to the executors; `jobs` checks histories
+`session` starts Spark with `checker` shipped to its executors; `jobs` checks histories
 (and files of other formats) on it, or in the calling process when that is faster;
-`keyed` distributes any KeyedChecker key by key; `queue` runs the queue analysis on the
-executors, parsing each history there.
+`keyed` distributes any KeyedChecker key by key (linearizability, and the queue analysis
+that the queue, acks, elections and txn checkers share); `sources` reads a history given
+as a path or as a URL the executors reach.
 """
 
 from checker.spark.jobs import (

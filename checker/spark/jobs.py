@@ -1,14 +1,13 @@
 """Histories and files checked on Spark, or in the calling process when that is faster.
 
-Queue histories (`check_history_on_spark`, or many at once with
-`check_histories_on_spark`, a night of runs) are analysed on the executors by
-`checker.spark.queue` (each history whole in one task, or split by key; the
-executors never open a driver's path), then the driver hands each history's
-analysis to every `AnalysisChecker` (queue, acks, elections, txn); every
-`KeyedChecker` (linearizability) is checked key by key on the executors
-(`checker.spark.keyed`: the driver routes the history's unparsed lines to keys,
-the executors do the rest), and any other checker (groups, transfer, availability)
-runs on the driver with the loaded history, all at the same time.
+Histories (`check_history_on_spark`, or many at once with `check_histories_on_spark`, a
+night of runs) are read on the driver (a path, or a shared URL fetched through Spark: the
+executors never open a driver's path), parsed and validated once as
+`checker.queue.events.read_queue_ops` does. Then every `KeyedChecker` is checked key by
+key on the executors, the keys of all histories in one Spark job (`checker.spark.keyed`):
+linearizability, and the queue analysis that the `AnalysisChecker`s (queue, acks,
+elections, txn) share, as one `AnalysisCheckers`. Any other checker (groups, transfer,
+availability) runs on the driver with the loaded history at the same time.
 `check_histories` checks small histories in the calling process instead, unless a
 master is given (`IN_PROCESS_BYTES`).
 
@@ -21,9 +20,11 @@ a zip.
 """
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Callable, Hashable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -37,16 +38,15 @@ from checker.core import (
     compose,
     compose_results,
 )
-from checker.history import Op, Operation, load_history, numbered_ops
+from checker.history import Op, Operation, numbered_ops
 from checker.history.errors import HistoryError
 from checker.lin.files import FileResult, check_job_partition, load_job, summarise
 from checker.lin.search import Budget, PartitionResult
-from checker.queue.analysis import AnalysisChecker, QueueAnalysis, check_analysis_safe
-from checker.queue.events import read_queue_ops
-from checker.queue.finders import QueueBudget
-from checker.spark.keyed import check_keyed_on_spark
-from checker.spark.queue import HistorySource, is_shared, queue_analyses_on_spark
+from checker.queue.analysis import AnalysisChecker, AnalysisCheckers
+from checker.queue.events import read_queue_ops, validated_queue_ops
+from checker.spark.keyed import KeyedTask, check_keyed_on_spark
 from checker.spark.session import DEFAULT_MASTER, spark_failures, spark_session
+from checker.spark.sources import HistorySource, history_lines, is_shared
 
 Unit = tuple[int, str, Hashable, list[Operation]]
 
@@ -179,66 +179,100 @@ def check_history_on_spark(
 def check_histories_on_spark(session: Any, jobs: Sequence[HistoryJob], *,
                              timings: dict[str, float] | None = None
                              ) -> list[Result | HistoryError]:
-    """Check many histories in one Spark job, each job being (test, history source, checkers,
-    opts): each history whole in one task, or split by key (see `checked_whole`). One
-    Result per job, in order; a malformed history gives its HistoryError in its place and
-    the others are still checked. `timings`, if given, receives the seconds spent on the
-    histories checked whole (`whole`: parse, validate and analyse), loading those split by
-    key (`load`: parse, validate and partition by key) and the rest (`check`)."""
+    """Check many histories, each job being (test, history source, checkers, opts), the
+    keys of all of them in one Spark job. One Result per job, in order; a malformed history
+    gives its HistoryError in its place and the others are still checked. `timings`, if
+    given, receives the seconds spent reading, parsing and validating the histories on the
+    driver (`load`) and checking them (`check`)."""
     timings = timings if timings is not None else {}
     started = time.monotonic()
-    budgets = [QueueBudget.of(test, opts or {}) for test, _, _, opts in jobs]
     with spark_failures():
-        analyses = queue_analyses_on_spark(session, [source for _, source, _, _ in jobs],
-                                           budgets, timings)
-        shared_seconds = time.monotonic() - started
-        outcomes: list[Result | HistoryError] = []
-        for (test, source, checkers, opts), analysis in zip(jobs, analyses, strict=True):
-            if isinstance(analysis, HistoryError):
-                outcomes.append(analysis)
-                continue
-            begun = time.monotonic()
-            result = _run_checkers(session, test, source, checkers, opts or {}, analysis)
-            result.seconds = shared_seconds + time.monotonic() - begun
-            outcomes.append(result)
-    timings["check"] = time.monotonic() - started - timings["whole"] - timings["load"]
+        loaded = [_load(session, source) for _, source, _, _ in jobs]
+        timings["load"] = time.monotonic() - started
+        plans = [None if isinstance(ops, HistoryError) else _plan(checkers)
+                 for (_, _, checkers, _), ops in zip(jobs, loaded, strict=True)]
+        tasks: list[KeyedTask] = []
+        driven: list[tuple[int, tuple[str, ...], Checker]] = []
+        histories: dict[int, list[Op]] = {}
+        for number, ((test, _, _, opts), ops, plan) in enumerate(
+                zip(jobs, loaded, plans, strict=True)):
+            if plan is not None and not isinstance(ops, HistoryError):
+                histories[number] = ops
+                tasks.append((test, ops, list(plan.keyed.values()), opts or {}))
+                driven.extend((number, path, c) for path, c in plan.on_driver.items())
+        memos = {number: Memo() for number in histories}
+        with ThreadPoolExecutor(max_workers=1 + min(len(driven), DRIVER_THREADS),
+                                thread_name_prefix="kchaos-checker") as pool:
+            on_spark = pool.submit(check_keyed_on_spark, session, tasks)
+            futures = [pool.submit(check_safe, c, jobs[number][0], histories[number],
+                                   {**(jobs[number][3] or {}), "memo": memos[number]})
+                       for number, _, c in driven]
+            keyed = iter(on_spark.result())
+            found: list[dict[tuple[str, ...], Result]] = [{} for _ in jobs]
+            for number, plan in enumerate(plans):
+                if plan is not None:
+                    found[number].update(_unpacked(plan, next(keyed)))
+            for (number, path, _), future in zip(driven, futures, strict=True):
+                found[number][path] = future.result()
+    outcomes: list[Result | HistoryError] = []
+    for (_, _, checkers, _), ops, results in zip(jobs, loaded, found, strict=True):
+        if isinstance(ops, HistoryError):
+            outcomes.append(ops)
+            continue
+        result = _assembled(checkers, results, ())
+        result.seconds = time.monotonic() - started
+        outcomes.append(result)
+    timings["check"] = time.monotonic() - started - timings["load"]
     return outcomes
 
 
-def _run_checkers(session: Any, test: Mapping[str, Any], source: HistorySource,
-                  checkers: Mapping[str, Checker] | Composed, opts: Mapping[str, Any],
-                  analysis: QueueAnalysis) -> Result:
-    """AnalysisCheckers judge the analysis; KeyedCheckers are checked key by key on the
-    executors, all of them in one Spark job; any other checker runs on the driver with the
-    history, loaded once and only if one needs it. The Spark job and the driver's
-    checkers run at the same time, each in a thread."""
-    memo = Memo()
+# At most this many driver checkers (groups, transfer, availability) run at once.
+DRIVER_THREADS = 4
+ANALYSIS = ("\x00analysis",)
 
-    def history() -> list[Op]:
-        return memo.get("history", lambda: _driver_history(session, source))
 
-    def lines() -> list[bytes]:
-        return memo.get("lines", lambda: _driver_lines(session, source))
+def _load(session: Any, source: HistorySource) -> list[Op] | HistoryError:
+    """The ops of a JSONL queue history, validated as `read_queue_ops` validates them, or
+    its HistoryError."""
+    name = os.fspath(source)
+    try:
+        return validated_queue_ops(numbered_ops(history_lines(session, source), name), name)
+    except HistoryError as error:
+        return error
 
+
+@dataclass(frozen=True)
+class _Plan:
+    """Where each checker of a job runs: `keyed` on the executors (the AnalysisCheckers as
+    one `AnalysisCheckers` under ANALYSIS), `on_driver` in this process; `analysed` names
+    the AnalysisCheckers' paths."""
+
+    keyed: dict[tuple[str, ...], KeyedChecker]
+    on_driver: dict[tuple[str, ...], Checker]
+    analysed: tuple[tuple[str, ...], ...]
+
+
+def _plan(checkers: Mapping[str, Checker] | Composed) -> _Plan:
     leaves = dict(_leaves(checkers))
-    keyed = {path: c for path, c in leaves.items() if isinstance(c, KeyedChecker)}
+    analysed = {path: c for path, c in leaves.items() if isinstance(c, AnalysisChecker)}
+    keyed: dict[tuple[str, ...], KeyedChecker] = {}
+    if analysed:
+        keyed[ANALYSIS] = AnalysisCheckers({"/".join(path): c for path, c in analysed.items()})
+    keyed.update((path, c) for path, c in leaves.items() if isinstance(c, KeyedChecker))
     on_driver = {path: c for path, c in leaves.items()
                  if not isinstance(c, KeyedChecker | AnalysisChecker)}
-    results: dict[tuple[str, ...], Result] = {}
-    with ThreadPoolExecutor(max_workers=1 + len(on_driver),
-                            thread_name_prefix="kchaos-checker") as pool:
-        on_spark = pool.submit(lambda: check_keyed_on_spark(
-            session, test, lines(), list(keyed.values()), opts)) if keyed else None
-        driven = {path: pool.submit(lambda c=c: check_safe(
-            c, test, history(), {**opts, "queue_analysis": analysis, "memo": memo}))
-                  for path, c in on_driver.items()}
-        for path, checker in leaves.items():
-            if isinstance(checker, AnalysisChecker):
-                results[path] = check_analysis_safe(checker, test, analysis, opts)
-        if on_spark is not None:
-            results.update(zip(keyed, on_spark.result(), strict=True))
-        results.update((path, future.result()) for path, future in driven.items())
-    return _assembled(checkers, results, ())
+    return _Plan(keyed, on_driver, tuple(analysed))
+
+
+def _unpacked(plan: _Plan, results: Sequence[Result]) -> dict[tuple[str, ...], Result]:
+    """The keyed checkers' results by path, the AnalysisCheckers' taken out of their
+    composed Result (or each given its error, when the analysis as a whole failed)."""
+    found = dict(zip(plan.keyed, results, strict=True))
+    analysis = found.pop(ANALYSIS, None)
+    if analysis is not None:
+        for path in plan.analysed:
+            found[path] = analysis.checkers.get("/".join(path), analysis)
+    return found
 
 
 def _leaves(checkers: Mapping[str, Checker] | Composed, path: tuple[str, ...] = ()
@@ -259,22 +293,6 @@ def _assembled(checkers: Mapping[str, Checker] | Composed,
     composed = {name: _assembled(c, results, (*path, name)) if isinstance(c, Composed)
                 else results[(*path, name)] for name, c in named.items()}
     return compose_results(composed, max((r.seconds for r in composed.values()), default=0.0))
-
-
-def _driver_history(session: Any, source: HistorySource) -> list[Op]:
-    """The ops of a history on the driver: read from its path, or fetched through Spark."""
-    if not is_shared(source):
-        return load_history(source)
-    return [op for _, op in numbered_ops(_driver_lines(session, source), source)]
-
-
-def _driver_lines(session: Any, source: HistorySource) -> list[bytes]:
-    """The lines of a history on the driver, unparsed: read from its path, or fetched
-    through Spark."""
-    if not is_shared(source):
-        return Path(source).read_bytes().split(b"\n")
-    data: bytes = session.sparkContext.binaryFiles(source).values().first()
-    return data.split(b"\n")
 
 
 __all__ = [

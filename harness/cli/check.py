@@ -117,7 +117,7 @@ def _contract(args: argparse.Namespace) -> dict[str, Any]:
 
 def _check_history(args: argparse.Namespace) -> int:
     from checker.spark import in_process
-    from checker.spark.queue import is_shared
+    from checker.spark.sources import is_shared
 
     started = time.monotonic()
     try:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from checker.core import compose
+from checker.core import Memo, compose
 from checker.queue.acks import AcksChecker
 from checker.queue.analysis import QueueChecker, analyse
 from tests.support.queue_histories import Builder
@@ -78,8 +78,9 @@ def test_no_loss_is_valid_and_duplicates_are_counted():
 
 
 def test_a_shared_analysis_serves_several_checkers():
-    analysis = analyse(lossy().ops)
+    memo = Memo()
+    memo.get("queue-analysis", lambda: analyse(lossy().ops))
     result = compose({"queue": QueueChecker(), "acks": AcksChecker()}).check(
-        SAFE, [], {"queue_analysis": analysis})
+        SAFE, [], {"memo": memo})
     assert result.checkers["acks"].anomalies["lost-acknowledged"].count == 1
     assert result.checkers["queue"].anomalies["lost-write"].count == 1

@@ -109,7 +109,9 @@ def test_an_analysis_checker_checks_a_history_through_its_analysis():
     assert Recording().check({}, b.ops, {}).valid is False
     assert set(given[0].anomalies) == {"G1a"}
     ready = analyse([])
-    assert Recording().check({}, b.ops, {"queue_analysis": ready}).valid is True
+    memo = Memo()
+    memo.get("queue-analysis", lambda: ready)
+    assert Recording().check({}, b.ops, {"memo": memo}).valid is True
     assert given[1] is ready
     by_history = QueueChecker().check({}, b.ops, {})
     by_analysis = QueueChecker().check_analysis({}, analyse(b.ops), {})

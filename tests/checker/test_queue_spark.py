@@ -1,11 +1,9 @@
 """Queue, acks and election checkers through Spark give the local results, and reject a
-malformed history as `read_history` does."""
+malformed history as `read_queue_ops` does."""
 
 from __future__ import annotations
 
-import bisect
 import json
-from dataclasses import asdict
 from pathlib import Path
 
 import pytest
@@ -15,12 +13,10 @@ from checker.core import Result, compose
 from checker.history import load_history
 from checker.history.errors import HistoryError
 from checker.queue.acks import AcksChecker
-from checker.queue.analysis import AnalysisChecker, QueueAnalysis, QueueChecker, analyse
+from checker.queue.analysis import AnalysisChecker, QueueAnalysis, QueueChecker
 from checker.queue.events import read_queue_ops
-from checker.queue.finders import QueueBudget
 from checker.spark import check_histories_on_spark, check_history_on_spark
-from checker.spark import queue as spark_queue
-from checker.spark.queue import checked_whole, is_shared, queue_analyses_on_spark
+from checker.spark.sources import is_shared
 from tests.support.interleaved import MALFORMED, interleaved, malformed, write_history
 from tests.support.queue_histories import INJECTIONS, Builder, inject, simulate
 from tests.support.results import without_seconds
@@ -40,15 +36,6 @@ def write(tmp_path, b: Builder, name: str = "history.jsonl") -> str:
     return str(path)
 
 
-def ranges_of(path) -> list[tuple[int, bytes]]:
-    """The (first line, bytes) ranges the driver cuts a history into with the current
-    RANGE_BYTES."""
-    with open(path, "rb") as source:
-        size = spark_queue._range_size(path.stat().st_size, 1)
-        return list(spark_queue._cut_at_lines(source, size))
-
-
-
 def test_spark_finds_what_the_local_checkers_find(tmp_path, spark):
     b = simulate(11, 400, keys=5)
     for number, kind in enumerate(INJECTIONS):
@@ -59,7 +46,7 @@ def test_spark_finds_what_the_local_checkers_find(tmp_path, spark):
     local = compose(checkers()).check(TEST, load_history(path), {})
     assert without_seconds(on_spark.to_json()) == without_seconds(local.to_json())
     assert set(on_spark.checkers["queue"].anomalies) == set(INJECTIONS)
-    assert on_spark.valid is False and set(timings) == {"whole", "load", "check"}
+    assert on_spark.valid is False and set(timings) == {"load", "check"}
 
 
 def test_spark_on_a_valid_history(tmp_path, spark):
@@ -149,58 +136,38 @@ def test_analysis_checkers_get_the_analysis_and_others_the_history(tmp_path, spa
 
 
 @pytest.mark.parametrize("name", MALFORMED)
-def test_malformed_histories_fail_as_read_history_across_small_ranges(tmp_path, spark,
-                                                                       monkeypatch, name):
-    """The sequential reference is read_history; for a malformed micro-op, which only the
-    queue analysis reads, it is read_queue_ops (read_history, then each op's micro-ops)."""
+def test_malformed_histories_fail_as_read_queue_ops(tmp_path, spark, name):
+    """The driver reads a history as `read_queue_ops` does (read_history, then each op's
+    micro-ops): the same file, line (past blank lines) and reason, by path or by URL."""
     path = malformed(tmp_path / "history.jsonl", name)
-    monkeypatch.setattr(spark_queue, "RANGE_BYTES", 1024)
-    assert len(ranges_of(path)) >= 10
     with pytest.raises(HistoryError) as sequential:
-        if name == "bad micro-op":
-            load_history(path)
-            read_queue_ops(path, "jsonl")
-        else:
-            load_history(path)
-    with pytest.raises(HistoryError) as on_spark:
-        check_history_on_spark(spark, TEST, path, checkers())
-    assert on_spark.value.path == str(path)
-    assert (on_spark.value.line, on_spark.value.reason) == (sequential.value.line,
-                                                            sequential.value.reason)
+        read_queue_ops(path, "jsonl")
+    for source in (path, path.as_uri()):
+        with pytest.raises(HistoryError) as on_spark:
+            check_history_on_spark(spark, TEST, source, checkers())
+        assert (on_spark.value.path, on_spark.value.line, on_spark.value.reason) == (
+            str(source), sequential.value.line, sequential.value.reason)
 
 
-def test_a_violation_spanning_ranges_names_the_completion_line(tmp_path, spark, monkeypatch):
-    """Process 0 invokes in one range and completes with another f several ranges later."""
+def test_a_violation_far_from_its_invoke_names_the_completion_line(tmp_path, spark):
+    """Process 0 invokes, and completes with another f many lines later."""
     ops = interleaved(3, 160)
     invoke = next(i for i, op in enumerate(ops) if op["type"] == "invoke" and op["process"] == 0)
     done = next(j for j in range(invoke + 1, len(ops)) if ops[j]["process"] == 0)
     ops[done]["f"] = "poll" if ops[done]["f"] == "send" else "send"
-    path = write_history(tmp_path / "history.jsonl", ops)
-    monkeypatch.setattr(spark_queue, "RANGE_BYTES", 256)
-    firsts = [first for first, _ in ranges_of(path)]
-    assert bisect.bisect_right(firsts, invoke + 1) < bisect.bisect_right(firsts, done + 1)
+    path = write_history(tmp_path / "history.jsonl", ops, blank_every=5)
     with pytest.raises(HistoryError) as sequential:
         load_history(path)
     with pytest.raises(HistoryError) as on_spark:
         check_history_on_spark(spark, TEST, path, checkers())
-    assert on_spark.value.line == sequential.value.line == done + 1
+    assert on_spark.value.line == sequential.value.line
     assert on_spark.value.reason == sequential.value.reason
     assert "but process 0 invoked" in on_spark.value.reason
 
 
-def test_a_valid_history_in_many_ranges_gives_the_one_range_result(tmp_path, spark,
-                                                                     monkeypatch):
-    path = write_history(tmp_path / "history.jsonl", interleaved(9, 300), blank_every=5)
-    whole = check_history_on_spark(spark, TEST, path, checkers())
-    monkeypatch.setattr(spark_queue, "RANGE_BYTES", 512)
-    cut = check_history_on_spark(spark, TEST, path, checkers())
-    assert without_seconds(cut.to_json()) == without_seconds(whole.to_json())
-
-
-def test_many_histories_split_by_key_in_one_job_give_each_its_own_result(tmp_path, spark,
-                                                                          monkeypatch):
-    """Histories using the same key names are split by key together (as on more cores than
-    histories), each checked as if alone; a malformed one gives its HistoryError in its
+def test_many_histories_in_one_job_give_each_its_own_result(tmp_path, spark):
+    """Histories using the same key names are checked key by key in one Spark job, each as
+    if alone, one of them read from its URL; a malformed one gives its HistoryError in its
     place."""
     lossy = simulate(4, 200, keys=3)
     inject(lossy, "lost-write", key="k0")
@@ -209,16 +176,29 @@ def test_many_histories_split_by_key_in_one_job_give_each_its_own_result(tmp_pat
              str(malformed(tmp_path / "bad.jsonl", "index gap"))]
     with pytest.raises(HistoryError) as alone:
         check_history_on_spark(spark, TEST, paths[2], checkers())
-    monkeypatch.setattr(spark_queue, "RANGE_BYTES", 2048)
-    monkeypatch.setattr(spark_queue, "checked_whole", lambda sizes, _: [False] * len(sizes))
+    timings: dict[str, float] = {}
     valid, lost, bad = check_histories_on_spark(
-        spark, [(TEST, path, checkers(), None) for path in paths])
+        spark, [(TEST, paths[0], checkers(), None), (TEST, Path(paths[1]).as_uri(), checkers(),
+                                                    None), (TEST, paths[2], checkers(), None)],
+        timings=timings)
     for path, together in ((paths[0], valid), (paths[1], lost)):
         local = compose(checkers()).check(TEST, load_history(path), {})
         assert without_seconds(together.to_json()) == without_seconds(local.to_json())
     assert "lost-write" in lost.checkers["queue"].anomalies
     assert "lost-write" not in valid.checkers["queue"].anomalies
     assert isinstance(bad, HistoryError) and str(bad) == str(alone.value)
+    assert set(timings) == {"load", "check"}
+
+
+def test_over_budget_keys_are_unknown_on_spark_as_in_process(tmp_path, spark):
+    b = simulate(6, 300, keys=3)
+    path = write(tmp_path, b)
+    opts = {"queue_budget_key_events": 40}
+    on_spark = check_history_on_spark(spark, TEST, path, checkers(), opts)
+    local = compose(checkers()).check(TEST, load_history(path), opts)
+    assert without_seconds(on_spark.to_json()) == without_seconds(local.to_json())
+    assert on_spark.checkers["queue"].valid == "unknown"
+    assert "exceed the memory budget of 40" in on_spark.checkers["queue"].error
 
 
 def test_a_history_given_as_a_url_is_read_by_the_executors(tmp_path, spark):
@@ -244,51 +224,3 @@ def test_a_history_given_as_a_url_is_read_by_the_executors(tmp_path, spark):
         check_history_on_spark(spark, TEST, bad.as_uri(), checkers())
     assert (on_spark.value.path, on_spark.value.line, on_spark.value.reason) == (
         bad.as_uri(), sequential.value.line, sequential.value.reason)
-
-
-def test_histories_are_checked_whole_or_split_by_their_share_of_the_cores():
-    assert checked_whole([10] * 8, 2) == [True] * 8
-    assert checked_whole([410, 390], 2) == [True, True]
-    assert checked_whole([400], 2) == [False]
-    assert checked_whole([400], 1) == [True]
-    assert checked_whole([800, 100, 100], 2) == [False, True, True]
-    assert checked_whole([400, 400], 4) == [False, False]
-
-
-@pytest.mark.parametrize("name", MALFORMED)
-def test_several_histories_checked_whole_give_the_local_results(tmp_path, spark, name):
-    """Each history in one task gives what the calling process gives: `analyse` of the ops,
-    or the HistoryError of `read_queue_ops` (file, line past blank lines, reason), while
-    the other histories are still checked; one of them is read by the executors."""
-    lossy = simulate(4, 200, keys=3)
-    inject(lossy, "duplicate", key="k1")
-    files = [Path(write(tmp_path, simulate(3, 200), "valid.jsonl")),
-             Path(write(tmp_path, lossy, "lossy.jsonl")),
-             malformed(tmp_path / "bad.jsonl", name)]
-    assert checked_whole([file.stat().st_size for file in files],
-                         spark.sparkContext.defaultParallelism) == [True] * 3
-    with pytest.raises(HistoryError) as sequential:
-        read_queue_ops(files[2], "jsonl")
-    valid, lossy_analysis, bad = queue_analyses_on_spark(
-        spark, [str(files[0]), files[1].as_uri(), files[2]], [QueueBudget()] * 3)
-    for file, analysis in zip(files, (valid, lossy_analysis), strict=False):
-        assert without_seconds(asdict(analysis)) == without_seconds(
-            asdict(analyse(load_history(file), str(file))))
-    assert "duplicate" in lossy_analysis.anomalies and not valid.anomalies
-    assert isinstance(bad, HistoryError)
-    assert (bad.path, bad.line, bad.reason) == (
-        str(files[2]), sequential.value.line, sequential.value.reason)
-
-
-def test_a_history_larger_than_its_share_is_split_while_the_others_are_whole(tmp_path, spark):
-    big = simulate(9, 1200, keys=4)
-    inject(big, "lost-write", key="k2")
-    paths = [write(tmp_path, big, "big.jsonl"), write(tmp_path, simulate(2, 60), "small.jsonl"),
-             write(tmp_path, simulate(5, 60), "other.jsonl")]
-    sizes = [Path(path).stat().st_size for path in paths]
-    assert checked_whole(sizes, spark.sparkContext.defaultParallelism) == [False, True, True]
-    results = check_histories_on_spark(spark, [(TEST, p, checkers(), None) for p in paths])
-    for path, together in zip(paths, results, strict=True):
-        local = compose(checkers()).check(TEST, load_history(path), {})
-        assert without_seconds(together.to_json()) == without_seconds(local.to_json())
-    assert results[0].valid is False

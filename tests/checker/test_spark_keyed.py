@@ -8,11 +8,11 @@ from dataclasses import dataclass
 
 import pytest
 
-from checker.core import Result, compose
+from checker.core import KeyedChecker, Result, compose
 from checker.history import write_jsonl
 from checker.lin.checker import LinearizabilityChecker
 from checker.queue.acks import AcksChecker
-from checker.queue.analysis import QueueChecker
+from checker.queue.analysis import AnalysisCheckers, QueueChecker
 from checker.spark import check_history_on_spark
 from checker.spark.keyed import check_keyed_on_spark
 from tests.support.queue_histories import Builder, inject, simulate
@@ -59,7 +59,7 @@ def test_keys_on_spark_give_what_the_calling_process_gives(spark):
     history = b.ops
     test = {"acks": "all", "broker_config": {"min.insync.replicas": 2}}
     checkers = [LinearizabilityChecker(), CrashingKey()]
-    on_spark = check_keyed_on_spark(spark, test, history, checkers, {})
+    [on_spark] = check_keyed_on_spark(spark, [(test, history, checkers, {})])
     here = LinearizabilityChecker().check(test, history, {})
     assert comparable(on_spark[0]) == comparable(here)
     assert on_spark[0].valid is False and here.stats["keys"] == 4
@@ -82,7 +82,58 @@ def test_a_history_runs_keyed_analysis_and_plain_checkers_together(spark, tmp_pa
 
 def test_a_split_that_crashes_is_that_checkers_unknown_verdict(spark):
     history = Builder().ops
-    result = check_keyed_on_spark(spark, {"linearizability_budget_seconds": -1}, history,
-                                  [LinearizabilityChecker()], {})
+    [result] = check_keyed_on_spark(spark, [({"linearizability_budget_seconds": -1}, history,
+                                              [LinearizabilityChecker()], {})])
     assert result[0].valid == "unknown"
     assert "linearizability budget must be positive" in result[0].error
+
+
+def test_the_queue_analysis_is_a_keyed_checker_of_its_analysis_checkers(spark):
+    b = simulate(seed=9, steps=300, keys=4)
+    inject(b, "lost-write", key=1)
+    inject(b, "duplicate", key=3)
+    test = {"acks": "all", "broker_config": {"min.insync.replicas": 2}}
+    named = {"queue": QueueChecker(), "acks": AcksChecker()}
+    analysed = AnalysisCheckers(named)
+    assert isinstance(analysed, KeyedChecker)
+    parts = analysed.split(test, b.ops, {})
+    assert [key for key, _ in parts] == sorted({key for key, _ in parts}, key=repr)
+    here = compose(named).check(test, b.ops, {})
+    assert comparable(analysed.check(test, b.ops, {})) == comparable(here)
+    [[on_spark]] = check_keyed_on_spark(spark, [(test, b.ops, [analysed], {})])
+    assert comparable(on_spark) == comparable(here)
+    assert set(on_spark.checkers["queue"].anomalies) >= {"lost-write", "duplicate"}
+
+
+@dataclass(frozen=True)
+class CrashingAnalysis(AnalysisCheckers):
+    """Crashes on key 1's analysis."""
+
+    def check_key(self, test, key, part, opts):
+        if key == 1:
+            raise RuntimeError("no analysis of key one")
+        return super().check_key(test, key, part, opts)
+
+
+def test_a_key_whose_analysis_crashes_makes_the_analysis_unknown(spark):
+    b = simulate(seed=4, steps=100, keys=3)
+    [[result]] = check_keyed_on_spark(spark, [({}, b.ops, [CrashingAnalysis(
+        {"queue": QueueChecker()})], {})])
+    assert result.valid == "unknown"
+    assert result.error.startswith("key 1: RuntimeError: no analysis of key one")
+
+
+def test_the_keys_of_several_histories_are_checked_in_one_job(spark):
+    lossy, clean = simulate(seed=1, steps=200, keys=3), simulate(seed=2, steps=200, keys=2)
+    inject(lossy, "lost-write", key=0)
+    test = {"acks": "all", "broker_config": {"min.insync.replicas": 2}}
+    checkers = [AnalysisCheckers({"queue": QueueChecker()}), LinearizabilityChecker()]
+    jobs_before = spark.sparkContext.statusTracker().getJobIdsForGroup()
+    answers = check_keyed_on_spark(spark, [(test, lossy.ops, checkers, {}),
+                                           (test, clean.ops, checkers, {})])
+    jobs = spark.sparkContext.statusTracker().getJobIdsForGroup()
+    assert len(jobs) - len(jobs_before) == 1
+    for history, results in zip((lossy, clean), answers, strict=True):
+        assert [comparable(r) for r in results] == [
+            comparable(c.check(test, history.ops, {})) for c in checkers]
+    assert answers[0][0].valid is False and answers[1][0].valid is True
