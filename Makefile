@@ -93,4 +93,4 @@ nightly-smoke: bootstrap
 # (date, commit, machine, result, duration, pytest's counts): a nightly job's command.
 .PHONY: record-targets
 record-targets: bootstrap
-	$(PY) scripts/record_target.py test-docker test-txn-kafka test-groups-kafka test-vagrant
+	$(PY) scripts/record_target.py test-long test-clients test-docker test-vagrant

@@ -1,6 +1,6 @@
 """Run a make target and record its result as a row of docs/results/targets.md.
 
-    .venv/bin/python scripts/record_target.py test-docker [test-txn-kafka ...]
+    .venv/bin/python scripts/record_target.py test-long [test-clients ...]
 
 For the targets `make test` leaves out (the Docker image tests, the Kafka side of the
 transaction and group storylines, Vagrant): each row says when the target last ran
@@ -38,10 +38,11 @@ INTRO = """# Make targets outside `make test`
 
 <!-- Written by scripts/record_target.py; edits are overwritten. -->
 
-`make test` leaves out four targets that take too long for it: the Docker image tests
-(`make test-docker`), the Kafka side of the transaction and group storylines (`make
-test-txn-kafka`, `make test-groups-kafka`) and the chaos test on VMs (`make
-test-vagrant`). Each row is the last result of a target, written by
+`make test` leaves out four targets that take too long for it: the long runs and long
+variants (`make test-long`), the same tests with each further client library and against
+Apache Kafka as the reference (`make test-clients`: the Kafka side of the transaction and
+group storylines among them), the Docker image tests (`make test-docker`) and the chaos
+test on VMs (`make test-vagrant`). Each row is the last result of a target, written by
 
 ```
 nice -n 10 .venv/bin/python scripts/record_target.py TARGET [TARGET ...]
