@@ -68,6 +68,14 @@ class StoreHandler(SimpleHTTPRequestHandler):
             super().log_message(format, *args)
 
 
+class StoreServer(ThreadingHTTPServer):
+    """A threading HTTP server that stops at once: closing it does not wait for requests
+    in flight (their threads are daemons), so Ctrl-C ends `kchaos serve` promptly."""
+
+    daemon_threads = True
+    block_on_close = False
+
+
 def make_server(store: str | Path, index: Callable[[Path], Path], host: str = DEFAULT_HOST,
                 port: int = DEFAULT_PORT, quiet: bool = False) -> ThreadingHTTPServer:
     """A server for `store` whose index page `index(store)` writes (not yet serving: call
@@ -76,5 +84,5 @@ def make_server(store: str | Path, index: Callable[[Path], Path], host: str = DE
     if not store.is_dir():
         raise FileNotFoundError(f"{store}: no such store directory")
     index(store)
-    return ThreadingHTTPServer((host, port), partial(StoreHandler, store=store, index=index,
-                                                     quiet=quiet))
+    return StoreServer((host, port), partial(StoreHandler, store=store, index=index,
+                                             quiet=quiet))
