@@ -103,12 +103,18 @@ def test_never_serves_outside_the_store(served: tuple[str, int], path: str) -> N
     assert b"hunter2" not in body and b"root:" not in body
 
 
+def _interruptible() -> None:
+    """In the child: SIGINT as a terminal gives it, whatever the test run inherited (a
+    background job of a non-interactive shell ignores SIGINT, and so would the child)."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def test_kchaos_serve_command(store: Path) -> None:
     port = free_port()
     process = subprocess.Popen(
         [sys.executable, "-m", "harness.cli", "serve", "--store", str(store), "--port",
          str(port)], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
-        cwd=Path(__file__).parent.parent.parent)
+        cwd=Path(__file__).parent.parent.parent, preexec_fn=_interruptible)
     try:
         banner = process.stdout.readline()
         assert f"http://127.0.0.1:{port}/" in banner
