@@ -129,5 +129,10 @@ def test_kchaos_serve_command(store: Path) -> None:
         assert status == 200 and b"VALID" in body
     finally:
         os.kill(process.pid, signal.SIGINT)
-        assert process.wait(10) == 0
-        process.stdout.close()
+        try:
+            assert process.wait(10) == 0
+        finally:
+            if process.poll() is None:
+                process.kill()  # a failed test leaves no server behind
+                process.wait()
+            process.stdout.close()
