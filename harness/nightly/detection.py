@@ -32,18 +32,14 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from checker.history import NEMESIS, fault_took_effect
-from nemesis.package import FAULTS
+from checker.history import FAULT_STOPS, HEAL, NEMESIS, fault_took_effect
 
 __all__ = ["Detection", "Episode", "HistoryScan", "first_detection", "scan_history"]
 
 NS = 1e9
 NS_PER_MS = 1_000_000
 READS = frozenset({"poll", "txn"})
-HEAL = "heal"
-# The f that starts a lasting fault -> the f that stops it.
-STOPS = {fault.start: fault.stop for fault in FAULTS.values() if fault.stop}
-ENDS = frozenset({*STOPS.values(), HEAL})
+ENDS = frozenset({*FAULT_STOPS.values(), HEAL})
 
 
 @dataclass(frozen=True)
@@ -125,15 +121,15 @@ def episodes(ops: Iterable[Mapping[str, Any]]) -> list[Episode]:
     found: list[Episode] = []
     lasting: list[tuple[str, int]] = []  # (start f, index in found) of faults in force
     for action in _actions(ops):
-        ends = [(f, at) for f, at in lasting if action.f == HEAL or STOPS.get(f) == action.f]
+        ends = [(f, at) for f, at in lasting if action.f == HEAL or FAULT_STOPS.get(f) == action.f]
         for item in ends:
             lasting.remove(item)
             found[item[1]] = replace(found[item[1]], end=action.done)
         if action.f in ENDS or not action.effective:
             continue
         found.append(Episode(action.fault, action.requested, action.done,
-                             None if action.f in STOPS else action.done))
-        if action.f in STOPS:
+                             None if action.f in FAULT_STOPS else action.done))
+        if action.f in FAULT_STOPS:
             lasting.append((action.f, len(found) - 1))
     return sorted(found, key=lambda e: e.start)
 
