@@ -47,6 +47,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from checker.faults import FAULTS_CHECKER
 from harness.nightly.detection import first_detection, scan_history
 from harness.nightly.plan import Cell, Expectation
 from harness.store import HISTORY_FILE, RESULTS_FILE, read_test
@@ -141,7 +142,7 @@ def witnesses(results: Mapping[str, Any],
 
 def took_effect(results: Mapping[str, Any]) -> dict[str, int] | None:
     """Fault name -> times it took effect, from the faults checker (None: it did not run)."""
-    stats = ((results.get("checkers") or {}).get("faults") or {}).get("stats")
+    stats = ((results.get("checkers") or {}).get(FAULTS_CHECKER) or {}).get("stats")
     counts = stats.get("took_effect") if isinstance(stats, Mapping) else None
     if not isinstance(counts, Mapping):
         return None
