@@ -10,7 +10,7 @@ command again on another night to replace it.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from reports.night import describe_expectation, detects
@@ -97,6 +97,16 @@ def _met(value: Any) -> str:
     return {True: "met", False: "**NOT MET**"}.get(value, "not checked")
 
 
+def _row(cell: Mapping[str, Any], outcome: Mapping[str, Any], common: Mapping[str, Any],
+         figures: Callable[[Mapping[str, Any]], list[str]]) -> list[str]:
+    """A cell's table row: the cell, its db, own settings and expectation, its runs met of
+    the conclusive ones, the inconclusive, the table's own `figures`, met or not."""
+    return [cell.get("label") or cell["name"], _db(cell), _settings(cell, common),
+            describe_expectation(cell.get("expect")),
+            f"{outcome.get('runs_met', 0)}/{outcome.get('conclusive', 0)}",
+            str(outcome.get("inconclusive", 0)), *figures(outcome), _met(outcome.get("met"))]
+
+
 def night_markdown(state: Mapping[str, Any], command: str, night: str) -> str:
     """The page of the night whose state is `state` (its folder shown as `night`), saying
     that `command` wrote it."""
@@ -123,16 +133,10 @@ def night_markdown(state: Mapping[str, Any], command: str, night: str) -> str:
     detection = [cell for cell in cells if detects(cell.get("expect"))]
     valid = [cell for cell in cells if not detects(cell.get("expect"))]
     if detection:
-        rows = []
-        for cell in detection:
-            outcome = outcomes.get(cell["name"]) or {}
-            rows.append([cell.get("label") or cell["name"], _db(cell), _settings(cell, common),
-                         describe_expectation(cell.get("expect")),
-                         f"{outcome.get('runs_met', 0)}/{outcome.get('conclusive', 0)}",
-                         str(outcome.get("inconclusive", 0)),
-                         _number(outcome.get("median_detection_s"), " s"),
-                         _number(outcome.get("max_detection_s"), " s"),
-                         _met(outcome.get("met"))])
+        rows = [_row(cell, outcomes.get(cell["name"]) or {}, common,
+                     lambda outcome: [_number(outcome.get("median_detection_s"), " s"),
+                                      _number(outcome.get("max_detection_s"), " s")])
+                for cell in detection]
         lines += ["## Detection cells", "",
                   "A seed found the anomaly when its conclusive run (every fault the cell "
                   "needs took effect) reported every expected type; time to detection runs "
@@ -143,16 +147,10 @@ def night_markdown(state: Mapping[str, Any], command: str, night: str) -> str:
                         rows)
         lines.append("")
     if valid:
-        rows = []
-        for cell in valid:
-            outcome = outcomes.get(cell["name"]) or {}
-            rows.append([cell.get("label") or cell["name"], _db(cell), _settings(cell, common),
-                         describe_expectation(cell.get("expect")),
-                         f"{outcome.get('runs_met', 0)}/{outcome.get('conclusive', 0)}",
-                         str(outcome.get("inconclusive", 0)),
-                         _number(outcome.get("median_ops_per_s")),
-                         _percent(outcome.get("median_availability")),
-                         _met(outcome.get("met"))])
+        rows = [_row(cell, outcomes.get(cell["name"]) or {}, common,
+                     lambda outcome: [_number(outcome.get("median_ops_per_s")),
+                                      _percent(outcome.get("median_availability"))])
+                for cell in valid]
         lines += ["## Valid cells", ""]
         lines += _table(["cell", "db", "settings", "expectation", "valid / conclusive",
                          "inconclusive", "median ops/s", "median availability", "outcome"], rows)
