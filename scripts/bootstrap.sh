@@ -9,7 +9,7 @@ cd "$(dirname "$0")/.."
 # libvirt-clients, dnsmasq-base and qemu-system-x86 (libvirtd answers no client until it
 # finds an emulator): the libvirt-in-a-namespace smoke test
 # (tests/harness/test_libvirt_namespace.py); `make vagrant-bootstrap` adds Vagrant's.
-debian_packages=(python3 python3-venv make maven zookeeper iptables nftables openssh-server iproute2
+debian_packages=(python3 python3-venv make git maven zookeeper iptables nftables openssh-server iproute2
                  chromium sudo vagrant docker.io debootstrap busybox-static kcat
                  libvirt-daemon-system libvirt-clients dnsmasq-base qemu-system-x86)
 missing=()
