@@ -5,7 +5,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 # Everything `make test` needs, from what a fresh Debian 12 has (a minbase root, say).
-# python3-venv: Debian's python3 makes no venv without it. libvirt-daemon-system,
+# python3-venv: Debian's python3 makes no venv without it. git: a night records the kchaos
+# commit it ran (harness/provenance.py). libvirt-daemon-system,
 # libvirt-clients, dnsmasq-base and qemu-system-x86 (libvirtd answers no client until it
 # finds an emulator): the libvirt-in-a-namespace smoke test
 # (tests/harness/test_libvirt_namespace.py); `make vagrant-bootstrap` adds Vagrant's.
