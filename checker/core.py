@@ -106,10 +106,9 @@ class KeyedChecker(Protocol):
     part anywhere (`check_key` is pure, and its part and answer are picklable, so a Spark
     executor can run it), and `merge` the parts' answers, in key order, into the Result
     that `check` gives. `checker.spark` distributes any such checker key by key, handing
-    `split` the history's ops, parsed and validated once on the driver; a split may also
-    be handed a history's validated JSONL lines (bytes) in their place."""
+    `split` the history's ops, parsed and validated once on the driver."""
 
-    def split(self, test: Mapping[str, Any], history: Sequence[Op | bytes],
+    def split(self, test: Mapping[str, Any], history: Sequence[Op],
               opts: Mapping[str, Any]) -> list[tuple[Hashable, Any]]: ...
 
     def check_key(self, test: Mapping[str, Any], key: Hashable, part: Any,

@@ -35,7 +35,6 @@ __all__ = [
     "Op",
     "OpType",
     "Operation",
-    "HistoryItem",
     "fault_took_effect",
     "load_history",
     "nemesis_periods",
@@ -43,7 +42,6 @@ __all__ = [
     "op_from_json",
     "op_from_line",
     "pair_operations",
-    "parsed_items",
     "read_history",
     "read_numbered_history",
     "write_edn",
@@ -334,58 +332,31 @@ def pair_operations(ops: Iterable[Op], *, source: str = "<history>") -> list[Ope
     return [_operation(invoke, done) for invoke, done in zip(invokes, completions, strict=True)]
 
 
-HistoryItem = Op | bytes
-
-
-def split_paired(history: Iterable[HistoryItem],
-                 keys_of: Callable[[Operation], Iterable[Hashable]]
-                 ) -> dict[Hashable, list[HistoryItem]]:
-    """The items of a history (ops, or their JSONL lines, already validated) that each key
-    needs: every client invocation and its completion, under each key `keys_of` gives for
-    the paired operation, in history order. `pair_operations(parsed_items(items))` of a
-    key's items gives the key's operations."""
-    entries: list[tuple[HistoryItem, tuple[Hashable, ...]]] = []
+def split_paired(history: Iterable[Op], keys_of: Callable[[Operation], Iterable[Hashable]]
+                 ) -> dict[Hashable, list[Op]]:
+    """The ops of a history that each key needs: every client invocation and its
+    completion, under each key `keys_of` gives for the paired operation, in history order.
+    `pair_operations` of a key's ops gives the key's operations."""
+    entries: list[tuple[Op, tuple[Hashable, ...]]] = []
     open_at: dict[int | str, tuple[Op, int]] = {}
-    for line, item in enumerate(history, 1):
-        if isinstance(item, bytes):
-            if not item.strip():
-                continue
-            op = _validated_op(item, line)
-        else:
-            op = item
+    for op in history:
         if op.process == NEMESIS:
             continue
-        entries.append((item, ()))
+        entries.append((op, ()))
         if op.type == "invoke":
             open_at[op.process] = (op, len(entries) - 1)
             continue
         invoke, at = open_at.pop(op.process)
         keys = tuple(keys_of(_operation(invoke, op)))
         entries[at] = (entries[at][0], keys)
-        entries[-1] = (item, keys)
+        entries[-1] = (op, keys)
     for invoke, at in open_at.values():
         entries[at] = (entries[at][0], tuple(keys_of(_operation(invoke, None))))
-    parts: dict[Hashable, list[HistoryItem]] = {}
-    for item, keys in entries:
+    parts: dict[Hashable, list[Op]] = {}
+    for op, keys in entries:
         for key in keys:
-            parts.setdefault(key, []).append(item)
+            parts.setdefault(key, []).append(op)
     return parts
-
-
-def _validated_op(line: bytes, number: int) -> Op:
-    """The op of a line of a history already validated, decoded without checking it again."""
-    try:
-        obj = _DECODER.raw_decode(line.decode("utf-8"))[0]
-        return Op(obj["index"], obj["time"], obj["type"], obj["process"], obj["f"],
-                  obj.get("value"))
-    except (ValueError, TypeError, KeyError):
-        return op_from_line(line, "<history>", number)
-
-
-def parsed_items(items: Iterable[HistoryItem]) -> list[Op]:
-    """The ops of history items (ops, or their validated JSONL lines)."""
-    return [op_from_line(item, "<history>", 0) if isinstance(item, bytes) else item
-            for item in items]
 
 
 def _operation(invoke: Op, done: Op | None) -> Operation:

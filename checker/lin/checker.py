@@ -68,14 +68,7 @@ from typing import Any, ClassVar
 
 from checker.allowed import because
 from checker.core import Anomaly, Result, check_by_key, condense, merge_valid
-from checker.history import (
-    HistoryItem,
-    Op,
-    Operation,
-    pair_operations,
-    parsed_items,
-    split_paired,
-)
+from checker.history import Op, Operation, pair_operations, split_paired
 from checker.lin.models import LOG, Model, Placed, Polled
 from checker.lin.search import Budget, PartitionResult, check_partition, partitions_of
 from checker.queue.analysis import promises_no_loss
@@ -94,7 +87,7 @@ BUDGET_CONFIGURATIONS = "linearizability_budget_configurations"
 PREFIX_TAIL = 3
 RECORDS_SHOWN = 4
 
-Partitions = list[tuple[Hashable, list[HistoryItem]]]
+Partitions = list[tuple[Hashable, list[Op]]]
 KeyVerdict = tuple[PartitionResult, dict[str, Any] | None]
 
 
@@ -130,15 +123,15 @@ class LinearizabilityChecker:
               opts: Mapping[str, Any]) -> Result:
         return check_by_key(self, test, history, opts)
 
-    def split(self, test: Mapping[str, Any], history: Sequence[HistoryItem],
+    def split(self, test: Mapping[str, Any], history: Sequence[Op],
               opts: Mapping[str, Any]) -> Partitions:
-        """The history's items (ops or JSONL lines) that each partition of the model needs,
-        by key: routed, not parsed further, so the keys' work is `check_key`'s."""
+        """The history's ops that each partition of the model needs, by key: routed, not
+        paired, so the keys' work is `check_key`'s."""
         budget_of(test, opts, self.budget)  # a bad budget fails before any key is searched
         parts = split_paired(history, self._keys_of(history))
         return sorted(parts.items(), key=lambda kv: repr(kv[0]))
 
-    def _keys_of(self, history: Sequence[HistoryItem]
+    def _keys_of(self, history: Sequence[Op]
                  ) -> Callable[[Operation], Iterable[Hashable]]:
         """The keys of an operation: the model's `keys`, or else those its `partition`
         of the whole history gives the operation."""
@@ -147,16 +140,16 @@ class LinearizabilityChecker:
         if self.model.keys is not None:
             return self.model.keys
         keys: dict[int, list[Hashable]] = defaultdict(list)
-        for key, ops in partitions_of(self.model, pair_operations(parsed_items(history))).items():
+        for key, ops in partitions_of(self.model, pair_operations(history)).items():
             for op in ops:
                 keys[op.invoke_index].append(key)
         return lambda op: keys.get(op.invoke_index, ())
 
-    def check_key(self, test: Mapping[str, Any], key: Hashable, part: Sequence[HistoryItem],
+    def check_key(self, test: Mapping[str, Any], key: Hashable, part: Sequence[Op],
                   opts: Mapping[str, Any]) -> KeyVerdict:
         """One key's ops paired and placed by the model, its search within the budget, and
         its witness if it is not linearizable."""
-        operations = pair_operations(parsed_items(part))
+        operations = pair_operations(part)
         ops = partitions_of(self.model, operations).get(key, [])
         result = check_partition(self.model, ops, key=key,
                                  budget=budget_of(test, opts, self.budget))

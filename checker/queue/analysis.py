@@ -37,7 +37,7 @@ from typing import Any, ClassVar
 
 from checker.allowed import ALLOWED_BECAUSE, because
 from checker.core import Anomaly, Memo, Result, check_by_key, compose_results, condense, safely
-from checker.history import HistoryError, Op, parsed_items
+from checker.history import HistoryError, Op
 from checker.queue.events import RESET, Event, Key, events_of, proven_sends
 from checker.queue.finders import KeyReport, QueueBudget, analyse_key
 
@@ -365,9 +365,9 @@ class AnalysisCheckers:
 
     checkers: Mapping[str, AnalysisChecker]
 
-    def split(self, test: Mapping[str, Any], history: Sequence[Op | bytes],
+    def split(self, test: Mapping[str, Any], history: Sequence[Op],
               opts: Mapping[str, Any]) -> list[tuple[Hashable, KeyPart]]:
-        return split_by_key(parsed_items(history), budget=QueueBudget.of(test, opts))
+        return split_by_key(history, budget=QueueBudget.of(test, opts))
 
     def check_key(self, test: Mapping[str, Any], key: Hashable, part: KeyPart,
                   opts: Mapping[str, Any]) -> KeyReport:

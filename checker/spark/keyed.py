@@ -23,8 +23,8 @@ __all__ = ["MAX_TASKS", "KeyedTask", "check_keyed_on_spark"]
 
 MAX_TASKS = 256
 
-# (test, the history's ops or validated JSONL lines, its keyed checkers, opts)
-KeyedTask = tuple[Mapping[str, Any], Sequence[Op | bytes], Sequence[KeyedChecker],
+# (test, the history's ops, its keyed checkers, opts)
+KeyedTask = tuple[Mapping[str, Any], Sequence[Op], Sequence[KeyedChecker],
                   Mapping[str, Any]]
 # (task number, checker number, key position, key, part)
 Unit = tuple[int, int, int, Hashable, Any]

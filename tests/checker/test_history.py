@@ -20,7 +20,6 @@ from checker.history import (
     Op,
     load_history,
     pair_operations,
-    parsed_items,
     read_history,
     split_paired,
     write_edn,
@@ -124,7 +123,7 @@ def test_pair_operations_statuses_and_order():
     assert (open_write.ret, open_write.complete_index, open_write.output) == (None, None, None)
 
 
-def test_split_paired_routes_ops_or_lines_by_their_paired_operation():
+def test_split_paired_routes_ops_by_their_paired_operation():
     ops = [
         Op(0, 0, "invoke", 0, "write", ["a", 1]),
         Op(1, 5, "invoke", 1, "read", None),
@@ -133,14 +132,10 @@ def test_split_paired_routes_ops_or_lines_by_their_paired_operation():
         Op(4, 12, "ok", 0, "write", ["a", 1]),
         Op(5, 20, "invoke", 2, "write", ["b", 3]),
     ]
-    lines = [json.dumps(op.to_json()).encode() for op in ops] + [b""]
-    by_ops = split_paired(ops, lambda op: [(op.output or op.input)[0]])
-    by_lines = split_paired(lines, lambda op: [(op.output or op.input)[0]])
-    assert {key: [op.index for op in items] for key, items in by_ops.items()} == {
+    by_key = split_paired(ops, lambda op: [(op.output or op.input)[0]])
+    assert {key: [op.index for op in items] for key, items in by_key.items()} == {
         "a": [0, 4], "b": [1, 3, 5]}
-    assert {key: [op.index for op in parsed_items(items)] for key, items in by_lines.items()} \
-        == {"a": [0, 4], "b": [1, 3, 5]}
-    assert [o.status for o in pair_operations(parsed_items(by_lines["b"]))] == ["ok", "info"]
+    assert [o.status for o in pair_operations(by_key["b"])] == ["ok", "info"]
 
 
 def test_pair_operations_accepts_a_subset_and_reports_the_source():
