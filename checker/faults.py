@@ -30,7 +30,7 @@ from checker.core import Result
 from checker.history import FAULT_STOPS, HEAL, NEMESIS, Op, fault_took_effect
 
 __all__ = ["FAULTS_CHECKER", "FaultsChecker", "asked_faults", "fault_invocations",
-           "fault_stats"]
+           "fault_stats", "recorded_fault_stats"]
 
 FAULTS_CHECKER = "faults"  # its name in the registry and in results.json
 
@@ -87,6 +87,18 @@ def fault_stats(test: Mapping[str, Any], history: Iterable[Op]) -> dict[str, Any
         took_effect.setdefault(name, 0)
     return {"asked": asked, "invoked": invoked, "took_effect": took_effect,
             "never": [name for name in asked if not took_effect[name]]}
+
+
+def recorded_fault_stats(checkers: Mapping[str, Any]) -> dict[str, Any] | None:
+    """This checker's stats among recorded checker results (results.json's `checkers`),
+    None when it did not run or they lack the shape above."""
+    body = checkers.get(FAULTS_CHECKER)
+    stats = body.get("stats") if isinstance(body, Mapping) else None
+    if not isinstance(stats, Mapping) or not isinstance(stats.get("asked"), list) \
+            or not isinstance(stats.get("took_effect"), Mapping) \
+            or not isinstance(stats.get("never"), list):
+        return None
+    return dict(stats)
 
 
 class FaultsChecker:

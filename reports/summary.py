@@ -22,7 +22,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from checker.core import Result
-from checker.faults import FAULTS_CHECKER
+from checker.faults import recorded_fault_stats
 
 __all__ = ["STATES", "STATE_COLOURS", "STATE_WORDS", "VERDICTS", "coloured", "faults_clause",
            "headline", "run_state", "summary_lines"]
@@ -54,7 +54,7 @@ def run_state(results: Mapping[str, Any] | None) -> str | None:
     checkers = _checkers(results)
     if _allowed(checkers):
         return "allowed"
-    faults = _fault_stats(checkers)
+    faults = recorded_fault_stats(checkers)
     if faults is not None and faults["asked"] and not any(
             faults["took_effect"].get(name) for name in faults["asked"]):
         return "inconclusive"
@@ -101,7 +101,7 @@ def faults_clause(results: Mapping[str, Any]) -> str:
     """"faults: isolate-coordinator 1, kill 3 took effect; never: pause-consumers": the
     asked faults that took effect, how often, and those that never did ("" when no fault
     was asked, or the run has no `faults` checker)."""
-    faults = _fault_stats(_checkers(results))
+    faults = recorded_fault_stats(_checkers(results))
     if faults is None or not faults["asked"]:
         return ""
     took = [f"{name} {faults['took_effect'][name]}" for name in faults["asked"]
@@ -130,16 +130,6 @@ def _allowed(checkers: Mapping[str, Mapping[str, Any]]) -> bool:
     """Whether a checker found anomalies of a type the configuration allows."""
     return any(kind in set(body.get("allowed") or [])
                for body in checkers.values() for kind in body.get("anomalies") or {})
-
-
-def _fault_stats(checkers: Mapping[str, Mapping[str, Any]]) -> dict[str, Any] | None:
-    """The `faults` checker's stats when they have the contract's shape, else None."""
-    stats = (checkers.get(FAULTS_CHECKER) or {}).get("stats")
-    if not isinstance(stats, Mapping) or not isinstance(stats.get("asked"), list) \
-            or not isinstance(stats.get("took_effect"), Mapping) \
-            or not isinstance(stats.get("never"), list):
-        return None
-    return dict(stats)
 
 
 def _with_reasons(kinds: Mapping[str, int], because: Mapping[str, str]) -> str:

@@ -47,7 +47,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from checker.faults import FAULTS_CHECKER
+from checker.faults import recorded_fault_stats
 from harness.nightly.detection import first_detection, scan_history
 from harness.nightly.plan import Cell, Expectation
 from harness.store import HISTORY_FILE, RESULTS_FILE, read_test
@@ -142,11 +142,10 @@ def witnesses(results: Mapping[str, Any],
 
 def took_effect(results: Mapping[str, Any]) -> dict[str, int] | None:
     """Fault name -> times it took effect, from the faults checker (None: it did not run)."""
-    stats = ((results.get("checkers") or {}).get(FAULTS_CHECKER) or {}).get("stats")
-    counts = stats.get("took_effect") if isinstance(stats, Mapping) else None
-    if not isinstance(counts, Mapping):
+    stats = recorded_fault_stats(results.get("checkers") or {})
+    if stats is None:
         return None
-    return {str(name): n for name, n in counts.items() if isinstance(n, int)}
+    return {str(name): n for name, n in stats["took_effect"].items() if isinstance(n, int)}
 
 
 def inconclusive(cell: Cell, counts: Mapping[str, int] | None) -> str | None:
