@@ -7,8 +7,9 @@ unseen writes included) to those events, so a detection cell can require its def
 own anomaly (`attributed_to = "fencing-skipped"`) rather than any anomaly its faults cause:
 
   fencing-skipped  `txn-fencing-skipped` (`kchaos.debug.skip-epoch-fencing`: the
-                   coordinator let an older producer epoch act, or gave a new producer
-                   the next epoch without aborting the open transaction). A witness
+                   coordinator let a request of an older producer epoch change the
+                   transaction, or gave a new producer the next epoch without aborting
+                   the open transaction). A witness
                    names a `txn` op that sends, of a process of that transactional id (process p
                    uses `test["transactional_ids"][p % len]`), and the event came after
                    the op began and at most `ZOMBIE_MS` after it ended: the op's own
