@@ -288,7 +288,7 @@ class Controller:
             for replica in ctx.assignments[tp]:
                 ctx.replica_states.set((*tp, replica), ReplicaState.ONLINE
                                        if replica in ctx.live_ids else ReplicaState.OFFLINE)
-        batch.update_metadata(ctx.live_brokers)
+        self._send_metadata_first(ctx.live_brokers)
         for tp in ctx.leadership:
             batch.leader_and_isr(ctx.assignments[tp], tp)
         await self._trigger_online()
@@ -409,16 +409,26 @@ class Controller:
 
     async def _on_broker_startup(self, started: set[int]) -> None:
         ctx = self.ctx
+        self._send_metadata_first(started)
         for tp in ctx.partitions_on(started):
             replicas = [r for r in ctx.assignments[tp] if r in started]
             ctx.replica_states.transition([(*tp, r) for r in replicas], ReplicaState.ONLINE)
             if tp in ctx.leadership:
                 self._active.batch.leader_and_isr(replicas, tp)
-        self._active.batch.update_metadata(started)
         await self._trigger_online()
         for tp, target in sorted(ctx.reassigning.items()):
             if started.intersection(target):
                 await self._active.admin.continue_reassignment(tp)
+
+    def _send_metadata_first(self, brokers) -> None:
+        """Send `brokers` every partition's state now, ahead of the LeaderAndIsr the event
+        queues next (Kafka's onBrokerStartup and onControllerFailover). A broker that has
+        just started knows no topic: made a transaction coordinator before it learnt them,
+        it would take a prepared transaction's partitions for deleted ones and complete the
+        transaction without writing their markers, leaving it open there for ever."""
+        batch = self._active.batch
+        batch.update_metadata(brokers)
+        batch.send()
 
     async def _on_topic_change(self) -> None:
         ctx = self.ctx

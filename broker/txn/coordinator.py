@@ -163,16 +163,22 @@ class TransactionCoordinator(PartitionOwner):
                               txn_partition=self.partition_of(transactional_id))
         return code
 
-    def _epoch_error(self, transactional_id: str, epoch: int, current: int,
-                     from_client: bool = True) -> int:
+    def _epoch_error(self, epoch: int, current: int, from_client: bool = True) -> int:
         """NONE when a request at `epoch` may act on the id's current epoch `current`."""
         if epoch == current or (not from_client and epoch > current):
             return ErrorCode.NONE
         if epoch < current and self.config.skip_epoch_fencing:
-            self.events.write("txn-fencing-skipped", transactional_id=transactional_id,
-                              request_epoch=epoch, producer_epoch=current)
             return ErrorCode.NONE
         return ErrorCode.PRODUCER_FENCED
+
+    def _fence_skipped(self, transactional_id: str, epoch: int, current: int,
+                       cause: str) -> None:
+        """The event of the seeded defect acting: a request of an older producer epoch is
+        about to change the id's transaction (written only then, not for a stale request
+        answered without a change)."""
+        if epoch < current:
+            self.events.write("txn-fencing-skipped", transactional_id=transactional_id,
+                              request_epoch=epoch, producer_epoch=current, cause=cause)
 
     # -- InitProducerId --------------------------------------------------------------------
 
@@ -282,13 +288,14 @@ class TransactionCoordinator(PartitionOwner):
         if entry is None or entry.metadata.producer_id != producer_id:
             return ErrorCode.INVALID_PRODUCER_ID_MAPPING
         metadata = entry.metadata
-        code = self._epoch_error(transactional_id, epoch, metadata.producer_epoch)
+        code = self._epoch_error(epoch, metadata.producer_epoch)
         if code != ErrorCode.NONE:
             return code
         if entry.pending is not None or metadata.state.is_prepare:
             return ErrorCode.CONCURRENT_TRANSACTIONS
         if metadata.state is TxnState.ONGOING and partitions <= metadata.partitions:
             return ErrorCode.NONE
+        self._fence_skipped(transactional_id, epoch, metadata.producer_epoch, "add-partitions")
         return await self._write(entry, metadata.with_partitions(partitions, _now_ms()),
                                  "add-partitions")
 
@@ -317,7 +324,7 @@ class TransactionCoordinator(PartitionOwner):
             return ErrorCode.INVALID_PRODUCER_ID_MAPPING
         metadata = entry.metadata
         fencing = not from_client and entry.pending is TxnState.PREPARE_EPOCH_FENCE
-        code = self._epoch_error(transactional_id, epoch, metadata.producer_epoch, from_client)
+        code = self._epoch_error(epoch, metadata.producer_epoch, from_client)
         if code != ErrorCode.NONE:
             return code
         if entry.pending is not None and not fencing:
@@ -327,6 +334,8 @@ class TransactionCoordinator(PartitionOwner):
         new = metadata.prepared(commit, _now_ms())
         if fencing:
             new = replace(new, producer_epoch=epoch, last_producer_epoch=NO_EPOCH)
+        else:
+            self._fence_skipped(transactional_id, epoch, metadata.producer_epoch, cause)
         code = await self._write(entry, new, cause)
         if code != ErrorCode.NONE:
             entry.failed_fence = fencing

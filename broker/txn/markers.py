@@ -17,6 +17,7 @@ from collections.abc import Callable, Iterable
 
 from kafka.protocol.producer import WriteTxnMarkersRequest, WriteTxnMarkersResponse
 
+from broker.control_plane import BrokerEndpoint
 from broker.errors import ErrorCode
 from broker.replica.client import BrokerConnection
 
@@ -50,11 +51,12 @@ class MarkerWriter:
             if not go_on():
                 return False
             remaining = {key for key in remaining if key[0] in self.metadata.topics}
-            by_leader: dict[int, list[tuple[str, int]]] = {}
+            by_leader: dict[BrokerEndpoint, list[tuple[str, int]]] = {}
             for key in remaining:
                 state = self.metadata.partition(*key)
-                if state is not None and state.leader in self.metadata.brokers:
-                    by_leader.setdefault(state.leader, []).append(key)
+                leader = None if state is None else self.metadata.brokers.get(state.leader)
+                if leader is not None:
+                    by_leader.setdefault(leader, []).append(key)
             answers = await asyncio.gather(*(
                 self._send(leader, keys, producer_id, producer_epoch, commit, coordinator_epoch)
                 for leader, keys in by_leader.items()))
@@ -71,10 +73,12 @@ class MarkerWriter:
                 backoff = min(backoff * 2, _MAX_BACKOFF_S)
         return True
 
-    async def _send(self, leader: int, keys: list[tuple[str, int]], producer_id: int,
-                    producer_epoch: int, commit: bool,
+    async def _send(self, leader: BrokerEndpoint, keys: list[tuple[str, int]],
+                    producer_id: int, producer_epoch: int, commit: bool,
                     coordinator_epoch: int) -> dict[tuple[str, int], int]:
-        """One WriteTxnMarkers request to `leader`: partition -> error code."""
+        """One WriteTxnMarkers request to `leader` (its endpoint as the metadata named it
+        when the partitions were grouped: an UpdateMetadata may drop the broker before this
+        runs): partition -> error code."""
         by_topic: dict[str, list[int]] = {}
         for topic, index in keys:
             by_topic.setdefault(topic, []).append(index)
@@ -89,14 +93,14 @@ class MarkerWriter:
                                                  MARKERS_VERSION)
         except (OSError, ConnectionError, TimeoutError) as exc:
             connection.close()
-            log.info("WriteTxnMarkers to broker %d failed: %r", leader, exc)
+            log.info("WriteTxnMarkers to broker %d failed: %r", leader.broker_id, exc)
             return {key: ErrorCode.NETWORK_EXCEPTION for key in keys}
         return {(topic.name, part.partition_index): part.error_code
                 for marker in response.markers for topic in marker.topics
                 for part in topic.partitions}
 
-    def _connection(self, broker_id: int) -> tuple[BrokerConnection, asyncio.Lock]:
-        node = self.metadata.brokers[broker_id]
+    def _connection(self, node: BrokerEndpoint) -> tuple[BrokerConnection, asyncio.Lock]:
+        broker_id = node.broker_id
         cached = self._connections.get(broker_id)
         if cached is None or (cached[0].host, cached[0].port) != (node.host, node.port):
             if cached is not None:

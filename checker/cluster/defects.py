@@ -7,12 +7,20 @@ unseen writes included) to those events, so a detection cell can require its def
 own anomaly (`attributed_to = "fencing-skipped"`) rather than any anomaly its faults cause:
 
   fencing-skipped  `txn-fencing-skipped` (`kchaos.debug.skip-epoch-fencing`: the
-                   coordinator let an older producer epoch act, or gave a new producer
-                   the next epoch without aborting the open transaction). A witness
-                   names a `txn` op that sends, of a process of that transactional id (process p
-                   uses `test["transactional_ids"][p % len]`), and the event came after
-                   the op began and at most `ZOMBIE_MS` after it ended: the op's own
-                   transaction, or its producer left behind as a zombie, was not fenced.
+                   coordinator let a request of an older producer epoch change the
+                   transaction, or gave a new producer the next epoch without aborting
+                   the open transaction). A witness names a `txn` op that sends, of a
+                   process of that transactional id (process p uses
+                   `test["transactional_ids"][p % len]`), and the event came after the op
+                   began and at most `ZOMBIE_MS` after it ended: the op's own transaction,
+                   or its producer left behind as a zombie, was not fenced. Or the
+                   witness's key holds, at or below its offset, a send of that id whose op
+                   ran when the event came or up to `ZOMBIE_MS` after it, above every
+                   offset ever read of the key: a transaction the zombie's end left open
+                   there (its successor's sends after the zombie's marker, in partitions
+                   the coordinator no longer counts in the transaction), which holds the
+                   last stable offset, so no later write of the key, whoever sent it, is
+                   ever read.
   unflushed-lost   `unflushed-lost` (`kchaos.debug.lose-unflushed-on-crash`: a restart
                    cut a partition's log back to its last flush: offsets `to_offset` up
                    to `from_offset`, its end before the cut). A witness names an
@@ -34,6 +42,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from checker.cluster.elections import NS_PER_MS, partition_of
@@ -77,11 +86,12 @@ class DefectChecker:
             return Result("unknown", stats=stats, seconds=time.monotonic() - started,
                           error="; ".join(analysis.unknown))
         spans = _txn_spans(history, test["start_wall_ms"])
+        held = _HeldKeys.of(history, spans)
         found: dict[str, list[dict[str, Any]]] = {}
         for kind, witness in failing_witnesses(test, analysis):
             for event in defect_events:
                 defect = DEFECT_EVENTS[event.event]
-                if _ties(defect, event, witness, test, spans):
+                if _ties(defect, event, witness, test, spans, held):
                     found.setdefault(defect, []).append(
                         {"type": kind, **witness, "event": {
                             k: v for k, v in event.to_json().items() if v is not None}})
@@ -141,6 +151,42 @@ def _txn_spans(history: Sequence[Op], start_wall_ms: float
     return spans
 
 
+@dataclass(frozen=True)
+class _HeldKeys:
+    """Per key (as a string): the highest offset any successful op read, and every send
+    of a `txn` op with its offset and the op's indices."""
+
+    read_up_to: Mapping[str, int]
+    sends: Mapping[str, list[tuple[int, int]]]  # key -> (offset, index of the op)
+
+    @classmethod
+    def of(cls, history: Sequence[Op], spans: Mapping[int, tuple[Any, float, float]]
+           ) -> _HeldKeys:
+        read_up_to: dict[str, int] = {}
+        sends: dict[str, list[tuple[int, int]]] = {}
+        for op in history:
+            if op.type == "invoke" or op.f not in ("txn", "poll"):
+                continue
+            for micro in op.value or ():
+                if not isinstance(micro, list) or len(micro) < 2:
+                    continue
+                if micro[0] == "poll" and op.type == "ok" and isinstance(micro[1], dict):
+                    for key, pairs in micro[1].items():
+                        offsets = [pair[0] for pair in pairs if isinstance(pair[0], int)]
+                        if offsets:
+                            read_up_to[str(key)] = max(read_up_to.get(str(key), -1),
+                                                       *offsets)
+                elif (micro[0] == "send" and op.index in spans and len(micro) == 3
+                      and isinstance(micro[2], list) and isinstance(micro[2][0], int)):
+                    sends.setdefault(str(micro[1]), []).append((micro[2][0], op.index))
+        return cls(read_up_to, sends)
+
+    def holders(self, key: Any, offset: int) -> list[int]:
+        """Ops whose send to `key`, at or below `offset`, lies above every offset read."""
+        top = self.read_up_to.get(str(key), -1)
+        return [index for sent, index in self.sends.get(str(key), ()) if top < sent <= offset]
+
+
 def _transactional_id(test: Mapping[str, Any], process: Any) -> str | None:
     ids = test.get("transactional_ids") or []
     if not ids or not isinstance(process, int):
@@ -149,7 +195,8 @@ def _transactional_id(test: Mapping[str, Any], process: Any) -> str | None:
 
 
 def _ties(defect: str, event: ControllerEvent, witness: Mapping[str, Any],
-          test: Mapping[str, Any], spans: Mapping[int, tuple[Any, float, float]]) -> bool:
+          test: Mapping[str, Any], spans: Mapping[int, tuple[Any, float, float]],
+          held: _HeldKeys) -> bool:
     if defect == "fencing-skipped":
         txn_id = event.details.get("transactional_id")
         for index in witness.get("ops") or []:
@@ -159,6 +206,14 @@ def _ties(defect: str, event: ControllerEvent, witness: Mapping[str, Any],
             process, began, ended = span
             if (_transactional_id(test, process) == txn_id
                     and began <= event.time <= ended + ZOMBIE_MS):
+                return True
+        offset = witness.get("offset")
+        if not isinstance(offset, int) or witness.get("key") is None:
+            return False
+        for index in held.holders(witness["key"], offset):
+            process, began, ended = spans[index]
+            if (_transactional_id(test, process) == txn_id
+                    and began <= event.time + ZOMBIE_MS and ended >= event.time):
                 return True
         return False
     offset, key = witness.get("offset"), witness.get("key")

@@ -9,7 +9,10 @@ A run gets a prefix `kc<4 hex>` and a free private /24 `10.77.<n>.0/24`. It crea
 
 There is no default route in a namespace and IPv6 is off, so nothing leaves the /24.
 Before anything is created, `<state root>/<prefix>/network.json` records the run, so
-`destroy_run()` can remove every piece after the harness was SIGKILLed. Processes are
+`destroy_run()` can remove every piece after the harness was SIGKILLed. Runs choose their
+/24 and create their bridge under one lock of the machine (`NETWORK_LOCK`, whatever their
+state root), so two runs started at once never share a /24: a run sees another's subnet
+in the routing table only once that run's bridge has its address. Processes are
 spawned with `nsenter --net` (no fork: the pid is the program's own) in their own process
 group; teardown kills every process found in the run's namespaces.
 """
@@ -57,6 +60,8 @@ NETNS_DIR = Path("/run/netns")
 NODE_NAME = re.compile(r"^[a-z][a-z0-9]{0,7}$")
 PREFIX = re.compile(r"^kc[0-9a-f]{4}$")
 NETWORK_FILE = "network.json"
+# Under a user namespace /run is the namespace's own, as are its bridges.
+NETWORK_LOCK = Path("/run/kchaos-networks.lock")
 
 
 class Network(RunNetwork):
@@ -94,7 +99,7 @@ class LocalRemote:
             raise ProvisionError(f"need 1 to 200 distinct node names, got {list(nodes)}")
         root = state_root or default_state_root()
         root.mkdir(parents=True, exist_ok=True)
-        with _locked(root):
+        with _locked(NETWORK_LOCK):
             network = _allocate(tuple(nodes), root)
             state_dir = root / network.prefix
             state_dir.mkdir()
@@ -374,8 +379,8 @@ def _copy(source: Path, target: Path) -> None:
 
 
 @contextlib.contextmanager
-def _locked(root: Path) -> Iterator[None]:
-    with open(root / ".lock", "w") as lock:
+def _locked(path: Path) -> Iterator[None]:
+    with open(path, "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         try:
             yield

@@ -342,3 +342,50 @@ def test_added_partitions_and_topic_deletion(zookeeper, tmp_path):
             assert ("grow", 0) not in controller.controller.ctx.assignments
 
     run(scenario())
+
+
+def first_requests(broker: FakeBroker, controller_epoch: int) -> list:
+    """The control requests `broker` got from the controller of `controller_epoch`, in order."""
+    return [r for r in broker.recorder.received if r.controller_epoch == controller_epoch]
+
+
+def described(request: cp.UpdateMetadataRequest, topic: str) -> set[int]:
+    return {s.partition for s in request.partition_states if s.topic == topic}
+
+
+def test_a_started_broker_and_a_new_controller_send_every_partition_before_leader_and_isr(
+        zookeeper, tmp_path):
+    """A broker learns every partition before a LeaderAndIsr makes it lead one (a
+    transaction coordinator loaded first would take the partitions it does not know for
+    deleted ones, and complete transactions without their markers there)."""
+    async def scenario():
+        async with cluster(zookeeper, tmp_path) as (admin, brokers):
+            controller = active(brokers)
+            a, b = [x for x in brokers if x is not controller]
+            ids = [a.broker_id, b.broker_id, controller.broker_id]
+            zkl.create_topic(admin, "t", {p: ids[p % 3:] + ids[:p % 3] for p in range(6)},
+                             None)
+            await wait_state(admin, "t", 0, lambda s: s.leader == a.broker_id, "leader")
+            await a.crash()
+            await wait_state(admin, "t", 0, lambda s: s.leader != a.broker_id, "new leader")
+            await a.start()
+            epoch = controller.controller.epoch
+            await wait_for(lambda: any(isinstance(r, cp.LeaderAndIsrRequest)
+                                       for r in first_requests(a, epoch)),
+                           what="LeaderAndIsr to the restarted broker")
+            first = first_requests(a, epoch)[0]
+            assert isinstance(first, cp.UpdateMetadataRequest), first
+            assert described(first, "t") == set(range(6))
+            await controller.crash()
+            await wait_for(lambda: a.controller.is_active or b.controller.is_active,
+                           timeout=SESSION_TIMEOUT + 5, what="a new controller")
+            epoch = active([a, b]).controller.epoch
+            for broker in (a, b):
+                await wait_for(lambda x=broker: any(isinstance(r, cp.LeaderAndIsrRequest)
+                                                    for r in first_requests(x, epoch)),
+                               what=f"LeaderAndIsr from the new controller to {broker.broker_id}")
+                first = first_requests(broker, epoch)[0]
+                assert isinstance(first, cp.UpdateMetadataRequest), first
+                assert described(first, "t") == set(range(6))
+
+    run(scenario())

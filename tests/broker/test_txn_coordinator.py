@@ -302,3 +302,28 @@ def test_transaction_log_records_round_trip_in_kafkas_schema():
     assert value[:2] == b"\x00\x00" and value[16] == TxnState.PREPARE_COMMIT
     assert decode(key, value) == ("tx-é", metadata)
     assert decode(key, None) == ("tx-é", None)
+
+
+def test_skipped_fencing_is_written_only_when_the_older_epoch_changes_the_transaction(
+        tmp_path):
+    """A zombie's EndTxn that finds the transaction already ended (INVALID_TXN_STATE), or its
+    AddPartitionsToTxn of partitions already in it, changes nothing: no `txn-fencing-skipped`
+    event, so the defects checker ties no anomaly to it."""
+    async def scenario():
+        coordinator, _, _ = make(tmp_path, skip_fencing=True)
+        _, pid, old = await coordinator.init_producer_id("t", 30000, None)
+        await coordinator.add_partitions("t", pid, old, TOPIC_A)
+        _, _, new = await coordinator.init_producer_id("t", 30000, None)
+        already_in = await coordinator.add_partitions("t", pid, old, TOPIC_A)
+        quiet = len([e for e in events(tmp_path) if e["event"] == "txn-fencing-skipped"])
+        ended = await coordinator.end_txn("t", pid, new, False)
+        await settle()
+        late = await coordinator.end_txn("t", pid, old, True)
+        await settle()
+        return already_in, quiet, ended, late
+
+    already_in, quiet, ended, late = run(scenario())
+    assert (already_in, ended, late) == (ErrorCode.NONE, ErrorCode.NONE,
+                                         ErrorCode.INVALID_TXN_STATE)
+    skipped = [e for e in events(tmp_path) if e["event"] == "txn-fencing-skipped"]
+    assert quiet == 1 and [e["cause"] for e in skipped] == ["init-producer-id"]

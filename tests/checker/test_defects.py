@@ -111,3 +111,39 @@ def test_an_aborted_read_in_a_leaked_fetch_is_tied_to_the_leak():
                                 node="n1", topic="kchaos", partition=1,
                                 details={"from_offset": 4, "to_offset": 5})
     assert check(b, [elsewhere]).valid is True
+
+
+def held_by_a_zombie_transaction(read_past: bool) -> tuple[Builder, float]:
+    """Process 3 (kchaos-txn-1) aborts a transaction whose send to x took offset 2, left open
+    on the partition; process 2 (kchaos-txn-0) then commits x at offset 3 (and, with
+    `read_past`, at offset 4, which a poll reads); no read of x gets past offset 1 otherwise."""
+    b = Builder()
+    b.sends(2, [("x", 10, 0), ("x", 11, 1)])
+    during_ms = b.time / 1e6 + 0.5
+    b.op(3, "txn", [["send", "x", 12], ["send", "y", 13]], "fail",
+         [["send", "x", [2, 12]], ["send", "y", [0, 13]]], error="aborted on purpose")
+    b.sends(2, [("x", 14, 3), ("y", 15, 1)])
+    reads = {"x": [(0, 10), (1, 11)], "y": [(1, 15)]}
+    if read_past:
+        b.sends(2, [("x", 16, 4), ("y", 17, 2)])
+        reads = {"x": [(0, 10), (1, 11), (4, 16)], "y": [(1, 15), (2, 17)]}
+    b.poll(0, reads)
+    return b, during_ms
+
+
+def test_a_loss_behind_a_transaction_the_zombie_left_open_is_tied_whoever_sent_it():
+    """The zombie's end leaves its successor's later sends open on a partition; the last
+    stable offset stops there and no later write of the key is read, another producer's
+    committed ones included."""
+    b, during_ms = held_by_a_zombie_transaction(read_past=False)
+    result = check(b, [fencing(during_ms)])
+    assert result.valid is False
+    [witness] = result.anomalies["fencing-skipped"].examples
+    assert (witness["key"], witness["value"], witness["offset"]) == ("x", 14, 3)
+    assert witness["event"]["transactional_id"] == "kchaos-txn-1"
+
+
+def test_a_loss_the_reads_of_its_key_went_past_is_not_held_by_the_zombie():
+    b, during_ms = held_by_a_zombie_transaction(read_past=True)
+    result = check(b, [fencing(during_ms)])
+    assert "fencing-skipped" not in result.anomalies

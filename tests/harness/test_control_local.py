@@ -3,18 +3,21 @@ firewall, teardown, and cleanup after a SIGKILLed owner. Needs root."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
 
-from harness.control import CommandFailed, CommandNotFound, UnknownNode
+from harness.control import CommandFailed, CommandNotFound, UnknownNode, local
 from harness.control.local import LocalRemote, destroy_run, run_prefixes
 from tests.support import requirements
 from tests.support.cleanup import (
@@ -115,6 +118,37 @@ def test_firewall_drops_by_source_and_heals(state_root, tmp_path):
     remote.firewall("n2")
     assert all(reachability(remote).values())
     remote.destroy()
+
+
+def test_two_runs_started_at_once_from_different_state_roots_get_different_subnets(
+        tmp_path, monkeypatch):
+    """Two runs provisioned at the same moment, each with its own state root (a test's
+    KCHAOS_STATE_DIR beside a night's runs), both read the routing table before either has
+    its bridge; from the same starting subnet both would take the same /24, and one run's
+    clients would reach the other's nodes. The second must wait for the first's bridge."""
+    read_routes = local._routed_networks
+    together = threading.Barrier(2, timeout=3)
+
+    def routes_read_together():
+        networks = read_routes()
+        with contextlib.suppress(threading.BrokenBarrierError):
+            together.wait()
+        return networks
+
+    monkeypatch.setattr(local, "_routed_networks", routes_read_together)
+    monkeypatch.setattr(local.secrets, "randbelow", lambda bound: 0)
+    roots = [tmp_path / "a", tmp_path / "b"]
+    with ThreadPoolExecutor(2) as pool:
+        provisions = [pool.submit(LocalRemote.provision, ["n1"], root) for root in roots]
+    remotes = [p.result() for p in provisions if p.exception() is None]
+    try:
+        assert len(remotes) == 2, [p.exception() for p in provisions]
+        assert remotes[0].network.subnet != remotes[1].network.subnet
+    finally:
+        for remote in remotes:
+            remote.destroy()
+    for remote, root in zip(remotes, roots, strict=True):
+        assert_nothing_left(remote.network.prefix, root)
 
 
 def test_kchaos_cluster_down_cleans_up_after_a_sigkilled_owner(tmp_path):
