@@ -28,8 +28,8 @@ from harness.control import Process, Remote
 from harness.db.files import ServiceExited, last_error_line, put_text
 from harness.db.processes import ServiceProcesses
 
-__all__ = ["BrokerLauncher", "BrokerSet", "KchaosBroker", "chaos_defaults", "exchange",
-           "metadata", "server_properties"]
+__all__ = ["BrokerLauncher", "BrokerSet", "KchaosBroker", "QuorumState", "chaos_defaults",
+           "exchange", "metadata", "server_properties"]
 
 CLIENT_PORT = 9092
 CONTROL_PORT = 9093
@@ -71,11 +71,29 @@ def server_properties(broker_id: int, address: str, zookeeper_connect: str, log_
     return properties_text(properties)
 
 
+@dataclass(frozen=True)
+class QuorumState:
+    """A metadata quorum voter's view: the leader's node id (-1: none known) and epoch."""
+
+    leader_id: int
+    leader_epoch: int
+
+
 class BrokerLauncher(Protocol):
-    """What one kind of broker needs to run on a node."""
+    """What one kind of broker needs to run on a node. Brokers that keep their metadata in
+    a quorum of their own (Kafka's KRaft) use no ZooKeeper and answer `quorum_state`."""
 
     kind: str
-    waits_for_old_registration: bool  # a restart must wait for the old session to expire
+
+    @property
+    def waits_for_old_registration(self) -> bool:
+        """Whether a restart must wait for the old ZooKeeper session to expire."""
+
+    @property
+    def uses_zookeeper(self) -> bool: ...
+
+    def quorum_state(self, remote: Remote, node: str, directory: str) -> QuorumState | None:
+        """The metadata quorum as the node's voter sees it; None without a quorum."""
 
     def prepare(self, remote: Remote, nodes: Sequence[str], workdir: str) -> BrokerLauncher:
         """This launcher made ready for `remote`'s nodes (software present, paths known)."""
@@ -102,6 +120,10 @@ class KchaosBroker:
     python: str = sys.executable
     kind: str = "kchaos"
     waits_for_old_registration: bool = False  # our broker waits itself
+    uses_zookeeper: bool = True
+
+    def quorum_state(self, remote: Remote, node: str, directory: str) -> QuorumState | None:
+        return None
 
     def prepare(self, remote: Remote, nodes: Sequence[str], workdir: str) -> KchaosBroker:
         return replace(self, python=getattr(remote, "python", sys.executable))
@@ -272,12 +294,28 @@ class BrokerSet(ServiceProcesses):
         except Exception:
             return None
 
+    def voter_states(self) -> dict[str, QuorumState | None]:
+        """Each running node's view of the metadata quorum (None: no quorum, or unread)."""
+        return {node: self.launcher.quorum_state(self.remote, node, self.directory(node))
+                for node in self.nodes if self.running(node)}
+
+    def quorum(self) -> tuple[int, int] | None:
+        """(leader node id, leader epoch) of the metadata quorum: the newest epoch any
+        running voter's state names a leader in; None without a quorum or a leader."""
+        known = [s for s in self.voter_states().values() if s is not None and s.leader_id >= 0]
+        if not known:
+            return None
+        newest = max(known, key=lambda state: state.leader_epoch)
+        return newest.leader_id, newest.leader_epoch
+
     def healthy(self, nodes: Sequence[str] | None = None) -> str | None:
         """None when healthy, else what is missing."""
         nodes = list(nodes or self.nodes)
         dead = [n for n in nodes if not self.running(n)]
         if dead:
             return f"not running: {dead}"
+        if not self.launcher.uses_zookeeper:
+            return self._quorum_healthy(nodes)
         wanted = {self.broker_id(n) for n in nodes}
         registered = self.registered()
         if not wanted <= registered:
@@ -291,6 +329,22 @@ class BrokerSet(ServiceProcesses):
                 return f"{node} does not answer Metadata: {error}"
             if controller_id < 0 or not registered <= brokers:
                 return f"{node} has no current metadata"
+        return None
+
+    def _quorum_healthy(self, nodes: Sequence[str]) -> str | None:
+        """Without ZooKeeper: every broker answers Metadata listing all of `nodes`' brokers
+        (a KRaft broker lists the registered, unfenced ones) and a quorum leader is
+        elected."""
+        wanted = {self.broker_id(n) for n in nodes}
+        for node in nodes:
+            try:
+                controller_id, brokers = metadata(self.remote.address(node))
+            except (OSError, ValueError, struct.error) as error:
+                return f"{node} does not answer Metadata: {error}"
+            if controller_id < 0 or not wanted <= brokers:
+                return f"{node} lists brokers {sorted(brokers)}, not yet all of {sorted(wanted)}"
+        if self.quorum() is None:
+            return "no metadata quorum leader"
         return None
 
     def wait_healthy(self, nodes: Sequence[str] | None = None, timeout: float = 60.0) -> None:

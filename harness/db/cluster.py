@@ -74,8 +74,14 @@ class ClusterSpec:
     launcher: BrokerLauncher = field(default_factory=KchaosBroker)
 
     def __post_init__(self) -> None:
-        if not 1 <= self.brokers <= 99 or not 1 <= self.zookeepers <= 99:
-            raise ValueError("need 1 to 99 brokers and 1 to 99 ZooKeepers")
+        if not self.launcher.uses_zookeeper:
+            if self.zookeepers != 0:
+                raise ValueError(f"{self.launcher.kind} brokers without ZooKeeper take no "
+                                 f"ZooKeepers, got {self.zookeepers}")
+        elif not 1 <= self.zookeepers <= 99:
+            raise ValueError("need 1 to 99 ZooKeepers")
+        if not 1 <= self.brokers <= 99:
+            raise ValueError("need 1 to 99 brokers")
         if self.colocate and self.zookeepers > self.brokers:
             raise ValueError("co-located ZooKeepers need at least as many broker nodes")
         if self.backend not in backends.BACKENDS:
@@ -279,6 +285,11 @@ class Cluster:
             return None
 
     def controller(self) -> str | None:
+        """The controller's node: in ZooKeeper mode /controller's broker; without ZooKeeper
+        the metadata quorum's leader (the active controller)."""
+        if not self.broker_set.launcher.uses_zookeeper:
+            quorum = self.broker_set.quorum()
+            return None if quorum is None else self.broker_node(quorum[0])
         snapshot = self.snapshot()
         if snapshot is None or snapshot.controller is None:
             return None
@@ -388,6 +399,8 @@ class Cluster:
         spec = KINDS[kind]
         partitions = int(self.broker_set.overrides.get(spec.partitions_property,
                                                        spec.default_partitions))
+        if not self.broker_set.launcher.uses_zookeeper:
+            return spec.topic, offsets_partition(key, partitions)
         with contextlib.suppress(Exception):  # kazoo: NoNode, timeouts, connection losses
             data, _ = self.zk.get_async(f"/brokers/topics/{spec.topic}").get(timeout=5.0)
             partitions = len(json.loads(data)["partitions"]) or partitions
