@@ -27,11 +27,13 @@ from kazoo.client import KazooClient
 from harness.control import Process, Remote
 from harness.db.files import ServiceExited, last_error_line, put_text
 from harness.db.processes import ServiceProcesses
+from nemesis.capabilities import PartitionState
 
 __all__ = ["BrokerLauncher", "BrokerSet", "KchaosBroker", "QuorumState", "chaos_defaults",
-           "exchange", "metadata", "server_properties"]
+           "exchange", "metadata", "partitions_metadata", "server_properties"]
 
 CLIENT_PORT = 9092
+LEADER_NOT_AVAILABLE = 5  # a partition's error while it has no leader
 CONTROL_PORT = 9093
 ZK_CALL_TIMEOUT = 3.0
 
@@ -158,6 +160,24 @@ def metadata(address: str, port: int = CLIENT_PORT, timeout: float = 2.0
     return response.controller_id, {broker.node_id for broker in response.brokers}
 
 
+def partitions_metadata(address: str, topics: Sequence[str] | None = None,
+                        port: int = CLIENT_PORT, timeout: float = 2.0
+                        ) -> tuple[set[int], list[PartitionState]]:
+    """(broker ids, partition states) as the broker at `address` answers Metadata v7 for
+    `topics` (None: every topic): leader, leader epoch, ISR and replicas of each partition
+    its metadata knows without error."""
+    request = MetadataRequest[7](topics=None if topics is None else list(topics),
+                                 allow_auto_topic_creation=False)
+    request.with_header(correlation_id=1, client_id="kchaos-metadata")
+    response = MetadataResponse.decode(exchange(address, port, request, timeout), version=7)
+    states = [PartitionState(topic.name, p.partition_index, p.leader_id, p.leader_epoch,
+                             tuple(p.isr_nodes), tuple(p.replica_nodes))
+              for topic in response.topics if topic.error_code == 0
+              for p in topic.partitions if p.error_code in (0, LEADER_NOT_AVAILABLE)]
+    return {broker.node_id for broker in response.brokers}, sorted(
+        states, key=lambda state: (state.topic, state.partition))
+
+
 def exchange(address: str, port: int, request: Any, timeout: float) -> bytes:
     """Send one kafka-python request (its header set, a non-flexible version) and return
     the response body (after the correlation id); OSError when the broker does not answer."""
@@ -198,6 +218,10 @@ class BrokerSet(ServiceProcesses):
 
     @property
     def session_timeout(self) -> float:
+        """How long a dead broker keeps its registration (seconds): its ZooKeeper session,
+        or without ZooKeeper its session with the controller (broker.session.timeout.ms)."""
+        if not self.launcher.uses_zookeeper:
+            return int(self.overrides.get("broker.session.timeout.ms", 9000)) / 1000.0
         return int(self.overrides.get("zookeeper.session.timeout.ms", 6000)) / 1000.0
 
     @property

@@ -35,7 +35,13 @@ from typing import Any
 from harness.control import ProvisionError, Remote, backends
 from harness.control.runstate import default_state_root, write_json
 from harness.control.vagrant import MachineControl
-from harness.db.brokers import CLIENT_PORT, BrokerLauncher, BrokerSet, KchaosBroker
+from harness.db.brokers import (
+    CLIENT_PORT,
+    BrokerLauncher,
+    BrokerSet,
+    KchaosBroker,
+    partitions_metadata,
+)
 from harness.db.coordinator import (
     KINDS,
     find_coordinator,
@@ -278,7 +284,10 @@ class Cluster:
 
     def snapshot(self) -> Snapshot | None:
         """Controller, live brokers and partition states from ZooKeeper now; None when it
-        does not answer."""
+        does not answer. Without ZooKeeper: the quorum's leader and epoch, and the brokers
+        and partitions a running broker's Metadata names."""
+        if not self.broker_set.launcher.uses_zookeeper:
+            return self._quorum_snapshot()
         try:
             return read_snapshot(self.zk)
         except Exception:  # kazoo raises timeouts and connection losses of several kinds
@@ -295,9 +304,34 @@ class Cluster:
             return None
         return self.broker_node(snapshot.controller)
 
+    def _quorum_snapshot(self) -> Snapshot | None:
+        quorum = self.broker_set.quorum()
+        found = self._metadata()
+        if found is None:
+            return None
+        brokers, partitions = found
+        return Snapshot(None if quorum is None else quorum[0],
+                        None if quorum is None else quorum[1], frozenset(brokers),
+                        tuple(partitions))
+
+    def _metadata(self, topics: Sequence[str] | None = None
+                  ) -> tuple[set[int], list[PartitionState]] | None:
+        """The first running broker's answer to Metadata for `topics`; None if none does."""
+        for node in self.brokers:
+            if not self.running(node):
+                continue
+            with contextlib.suppress(OSError, ValueError, struct.error):
+                return partitions_metadata(self.remote.address(node), topics)
+        return None
+
     def partition_state(self, topic: str, partition: int) -> PartitionState | None:
         """The partition's state znode now (one read); None when ZooKeeper does not answer
-        or the partition has none."""
+        or the partition has none. Without ZooKeeper: as a running broker's Metadata
+        says."""
+        if not self.broker_set.launcher.uses_zookeeper:
+            found = self._metadata([topic])
+            return next((state for state in (found[1] if found else ())
+                         if state.partition == partition), None)
         try:
             data, _ = self.zk.get_async(state_path(topic, partition)).get(timeout=ZK_TIMEOUT)
         except Exception:  # kazoo raises timeouts, connection losses and NoNode of several kinds

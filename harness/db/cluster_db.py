@@ -60,9 +60,11 @@ class ClusterDB:
     name: str
     extra: frozenset[type] = frozenset()
     why_not: Mapping[type, str] = field(default_factory=dict)
+    start_timeout: float = 60.0  # seconds to become healthy when `start` is given none
 
-    def start(self, logs_dest: Path | None = None, timeout: float = 60.0) -> Cluster:
-        return Cluster.up(self.spec, timeout=timeout, logs_dest=logs_dest)
+    def start(self, logs_dest: Path | None = None, timeout: float | None = None) -> Cluster:
+        return Cluster.up(self.spec, timeout=timeout or self.start_timeout,
+                          logs_dest=logs_dest)
 
     def offer(self) -> Offer:
         """The capabilities of the cluster once up: VM control only on machines."""

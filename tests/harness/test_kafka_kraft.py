@@ -4,14 +4,20 @@ refuses before anything starts."""
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+from pathlib import Path
+
 import pytest
 
 from harness.config import ConfigError, load_config
 from harness.db.kafka.broker import KafkaBroker
-from harness.db.kafka.db import metadata_mode
+from harness.db.kafka.db import KafkaOptions, metadata_mode
 from harness.db.kafka.kraft import new_cluster_id, parse_quorum_state, voters_text
 from harness.db.launchers import launcher_from_json
 from harness.test import build_test
+from nemesis.capabilities import HasController, HasLeaders, HasZooKeeper, Killable
 from tests.support import requirements
 
 needs_jars = requirements.kafka_jars()
@@ -137,3 +143,41 @@ def test_a_kraft_cluster_has_no_zookeeper_nodes_and_offers_the_controller():
     spec = test.db.spec
     assert (spec.zookeepers, spec.nodes) == (0, ("n1", "n2", "n3"))
     assert spec.launcher.metadata == "kraft" and len(spec.launcher.cluster_id) == 22
+    offer = test.db.offer()
+    assert {HasController, HasLeaders, Killable} <= offer.has
+    assert HasZooKeeper not in offer.has
+    assert test.db.start_timeout == 120.0
+
+
+@needs_jars
+def test_the_start_timeout_is_an_option():
+    test = build_test(load_config(overrides={"db": "kafka", "start_timeout": 300}))
+    assert test.db.start_timeout == 300
+    with pytest.raises(ValueError, match="start_timeout must be > 0"):
+        KafkaOptions(start_timeout=0)
+
+
+KCHAOS = str(Path(sys.executable).parent / "kchaos")
+
+
+@needs_jars
+@pytest.mark.parametrize(("args", "said"), [
+    (("--kafka-version", "4.1.1", "--metadata", "zookeeper"),
+     "Kafka 4.1.1 has no ZooKeeper mode (Kafka 4.0 removed it): drop --metadata "
+     "zookeeper, or choose --kafka-version 3.9.1"),
+    (("--kafka-version", "4.0.7"), "--kafka-version must be one of 4.2.0, 4.1.1, 3.9.1"),
+    (("--metadata", "kraft", "--nemesis", "expire-session"),
+     "--nemesis expire-session needs ZooKeeper; --db kafka in KRaft mode has no ZooKeeper"),
+])
+def test_bad_kraft_input_is_one_line_exit_3_and_starts_nothing(tmp_path, args, said):
+    env = dict(os.environ, KCHAOS_STATE_DIR=str(tmp_path / "state"))
+    for command in (["run", "--store", str(tmp_path / "store")], ["cluster", "up"]):
+        if command[0] == "cluster" and "--nemesis" in args:
+            continue
+        done = subprocess.run([KCHAOS, *command, "--db", "kafka", *args], env=env,
+                              capture_output=True, text=True, timeout=120)
+        assert done.returncode == 3, done.stdout + done.stderr
+        assert said in done.stderr
+        assert len(done.stderr.strip().splitlines()) == 1, done.stderr
+        assert not (tmp_path / "state").exists() or not any((tmp_path / "state").iterdir())
+        assert not (tmp_path / "store").exists()

@@ -1,7 +1,9 @@
-"""Real Apache Kafka 4.1.1 in KRaft mode (jars cached by the bootstrap): `kchaos cluster up |
-status | down` with no ZooKeeper, storage formatted by Kafka's StorageTool with one cluster
-id, the quorum read from the quorum-state files, and a short `kchaos run` with a kill of
-the active controller that ends valid. Needs root."""
+"""Real Apache Kafka 4.1.1 in KRaft mode (jars cached by the bootstrap): the smoke of
+`make test`, a short `kchaos run` with a kill of the active controller that ends valid;
+and (long) `kchaos cluster up | status | down` with no ZooKeeper, storage formatted by
+Kafka's StorageTool with one cluster id, the quorum read from the quorum-state files,
+leaders from Metadata, and a new quorum epoch after the active controller's kill.
+Needs root."""
 
 from __future__ import annotations
 
@@ -9,9 +11,11 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
+from confluent_kafka.admin import AdminClient, NewTopic
 
 from harness.db import Cluster
 from harness.store import read_test
@@ -33,10 +37,19 @@ def kchaos(env, *args, timeout=240):
                           timeout=timeout)
 
 
+def wait_for(read, seconds=60.0):
+    deadline = time.monotonic() + seconds
+    while (found := read()) is None and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert found is not None
+    return found
+
+
+@pytest.mark.long
 def test_kraft_cluster_up_status_a_controller_kill_run_and_down(tmp_path):
     env = dict(os.environ, KCHAOS_STATE_DIR=str(tmp_path / "state"))
     up = kchaos(env, "cluster", "up", "--db", "kafka", "--kafka-version", "4.1.1",
-                "--nodes", "3", "--dir", str(tmp_path / "nodes"))
+                "--nodes", "3", "--dir", str(tmp_path / "nodes"), "--timeout", "180")
     assert up.returncode == 0, up.stderr
     assert "metadata quorum (KRaft): voters 1, 2, 3; active controller " in up.stdout
     assert "zookeeper" not in up.stdout
@@ -64,12 +77,21 @@ def test_kraft_cluster_up_status_a_controller_kill_run_and_down(tmp_path):
         assert [v["id"] for v in state["quorum"]["voters"]] == [1, 2, 3]
         assert state["zookeepers"] == []
 
+        admin = AdminClient({"bootstrap.servers": state["bootstrap_servers"]})
+        admin.create_topics([NewTopic("t", 2, 3)])["t"].result(60)
         cluster = Cluster.attach(prefix, tmp_path / "state")
+        partition = wait_for(lambda: cluster.partition_state("t", 1))
+        assert partition.leader in (1, 2, 3) and sorted(partition.replicas) == [1, 2, 3]
+        snapshot = cluster.snapshot()
+        assert (snapshot.controller, snapshot.controller_epoch) == (leader, epoch)
+        assert snapshot.brokers == {1, 2, 3}
+        assert [(p.topic, p.partition) for p in snapshot.partitions] == [("t", 0), ("t", 1)]
+
         active = cluster.controller()
         assert active == cluster.broker_node(leader)
         assert cluster.kill(active)
         assert cluster.start(active)
-        cluster.broker_set.wait_healthy(timeout=120)
+        cluster.broker_set.wait_healthy(timeout=180)
         assert cluster.broker_set.quorum()[1] > epoch
     finally:
         down = kchaos(env, "cluster", "down", "--run", prefix)

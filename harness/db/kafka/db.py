@@ -19,20 +19,17 @@ from harness.db.kafka.broker import KafkaBroker, kafka_release
 from harness.db.kafka.distribution import DEFAULT_VERSION, VERSIONS, KafkaUnavailable, resolve
 from harness.db.kafka.kraft import new_cluster_id
 from harness.db.part import DBContext, DBKind
-from nemesis.capabilities import HasLeaders, HasZooKeeper, LosesUnflushed
+from nemesis.capabilities import HasZooKeeper, LosesUnflushed
 
 __all__ = ["KIND", "KafkaOptions", "check_kafka_config", "metadata_mode"]
 
 METADATA_MODES = ("kraft", "zookeeper")
 KRAFT_SINCE = (3, 3)
-NO_LEADERS = ("--db kafka in KRaft mode has none yet: kchaos reads partition leaders and ISRs "
-              "from ZooKeeper; use --metadata zookeeper (Kafka 3.x) for this fault")
-# What a KRaft cluster cannot serve yet, and why.
+# What a KRaft cluster cannot serve, and why.
 KRAFT_LACKS = {
     HasZooKeeper: ("--db kafka in KRaft mode has no ZooKeeper (its metadata quorum replaces "
                    "it): to fault the active controller use kill-controller or "
                    "isolate-controller; kchaos has no fault of the quorum itself yet"),
-    HasLeaders: NO_LEADERS,
 }
 NO_POWER_LOSS = ("--db kafka has none: Apache Kafka has no property that drops its unflushed "
                  "log tail on a crash (kchaos.debug.lose-unflushed-on-crash is our broker's "
@@ -58,11 +55,16 @@ class KafkaOptions(ClusterOptions):
         "choices": METADATA_MODES})
     java: str = field(default="java", metadata={"help": "the java that runs Kafka"})
     heap: str = field(default="768m", metadata={"help": "each Kafka broker's JVM heap"})
+    start_timeout: float = field(default=120.0, metadata={
+        "help": "seconds the cluster may take to become healthy (a loaded machine starts "
+                "JVMs slowly)"})
 
     def __post_init__(self) -> None:
         super().__post_init__()
         if not self.heap[:-1].isdigit() or self.heap[-1] not in "mMgG":
             raise ValueError(f"heap must be like 768m or 2g, got {self.heap!r}")
+        if self.start_timeout <= 0:
+            raise ValueError(f"start_timeout must be > 0, got {self.start_timeout:g}")
 
 
 def build(options: KafkaOptions, context: DBContext) -> ClusterDB:
@@ -84,7 +86,8 @@ def build(options: KafkaOptions, context: DBContext) -> ClusterDB:
     why_not = {LosesUnflushed: NO_POWER_LOSS}
     if mode == "kraft":
         why_not |= KRAFT_LACKS
-    return ClusterDB(cluster_spec(options, context, launcher), "kafka", why_not=why_not)
+    return ClusterDB(cluster_spec(options, context, launcher), "kafka", why_not=why_not,
+                     start_timeout=options.start_timeout)
 
 
 def metadata_mode(version: str, asked: str | None) -> str:
