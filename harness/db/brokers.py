@@ -5,7 +5,9 @@ What a broker is comes from its `BrokerLauncher`: `KchaosBroker` runs `python -m
 broker.id i from `<root>/<node>/broker/` (server.properties, data/, broker.log).
 Readiness is what a client needs: every running broker registered in /brokers/ids, a
 controller in /controller, and every broker answering Metadata with that controller and
-all registered brokers (it has received UpdateMetadata).
+all registered brokers (it has received UpdateMetadata). Brokers without ZooKeeper (Kafka
+in KRaft mode) are ready when every one answers Metadata listing them all and their
+metadata quorum has a leader (`BrokerLauncher.quorum_state`).
 """
 
 from __future__ import annotations
@@ -190,7 +192,8 @@ def exchange(address: str, port: int, request: Any, timeout: float) -> bytes:
 
 @dataclass
 class BrokerSet(ServiceProcesses):
-    """The brokers on `nodes` (broker.id = position + 1) and a ZooKeeper view to watch them."""
+    """The brokers on `nodes` (broker.id = position + 1) and a view to watch them: ZooKeeper,
+    or without it their Metadata answers and the metadata quorum."""
 
     remote: Remote
     nodes: tuple[str, ...]

@@ -1,4 +1,6 @@
-"""A whole cluster on any backend: ZooKeeper ensemble + brokers, up, status, down.
+"""A whole cluster on any backend: ZooKeeper ensemble + brokers, up, status, down. Brokers
+that use no ZooKeeper (Kafka in KRaft mode) get no ensemble: their controller is the
+metadata quorum's leader, their leaders and ISRs are what a broker's Metadata says.
 
 `Cluster.up(spec)` provisions nodes with the spec's backend (`harness.control.backends`;
 locally brokers `n1..nN` and ZooKeepers `z1..zM`, or ZooKeeper co-located on the first

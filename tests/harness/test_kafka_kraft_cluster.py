@@ -46,7 +46,7 @@ def wait_for(read, seconds=60.0):
 
 
 @pytest.mark.long
-def test_kraft_cluster_up_status_a_controller_kill_run_and_down(tmp_path):
+def test_kraft_cluster_up_status_a_controller_kill_and_down(tmp_path):
     env = dict(os.environ, KCHAOS_STATE_DIR=str(tmp_path / "state"))
     up = kchaos(env, "cluster", "up", "--db", "kafka", "--kafka-version", "4.1.1",
                 "--nodes", "3", "--dir", str(tmp_path / "nodes"), "--timeout", "180")
@@ -90,6 +90,7 @@ def test_kraft_cluster_up_status_a_controller_kill_run_and_down(tmp_path):
         active = cluster.controller()
         assert active == cluster.broker_node(leader)
         assert cluster.kill(active)
+        wait_for(lambda: None if cluster.running(active) else True)
         assert cluster.start(active)
         cluster.broker_set.wait_healthy(timeout=180)
         assert cluster.broker_set.quorum()[1] > epoch
