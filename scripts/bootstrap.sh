@@ -45,11 +45,14 @@ if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
 fi
 
 # Apache Kafka's jars for `--db kafka`, from Maven Central (Maven verifies checksums);
-# a complete cache folder is used as it is, offline.
-if [ ! -f .cache/kafka/3.9.1/.complete ]; then
-    .venv/bin/python -m harness.db.kafka.distribution 3.9.1 >/dev/null
-    echo "bootstrap: Apache Kafka 3.9.1 cached in .cache/kafka/3.9.1/libs"
-fi
+# a complete cache folder is used as it is, offline:
+# 3.9.1 (the default, ZooKeeper mode) and 4.1.1 (KRaft, the smoke of `make test`).
+for version in 3.9.1 4.1.1; do
+    if [ ! -f ".cache/kafka/$version/.complete" ]; then
+        .venv/bin/python -m harness.db.kafka.distribution "$version" >/dev/null
+        echo "bootstrap: Apache Kafka $version cached in .cache/kafka/$version/libs"
+    fi
+done
 
 # The Java clients of the tests (tests/support/group_clients/GroupConsumer.java and
 # tests/support/txn_clients/TxnDriver.java), compiled against the cached kafka-clients only

@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import json
 import signal
+import struct
 import sys
 import threading
 import time
@@ -24,6 +25,7 @@ from harness.control.backends import BackendOptions
 from harness.control.inventory import load_inventory, vagrant_inventory
 from harness.control.userns import ensure_root, in_user_namespace
 from harness.db import Cluster, ClusterSpec, down, recorded_clusters
+from harness.db.brokers import metadata
 from harness.db.part import DBContext
 from harness.db.registry import DBS
 from harness.db.znodes import read_snapshot
@@ -118,7 +120,15 @@ def _up(args: argparse.Namespace) -> int:
     else:
         print(f"cluster {cluster.prefix} healthy after {time.monotonic() - started:.1f} s")
         print(f"bootstrap servers: {info['bootstrap_servers']}")
-        print(f"zookeeper connect: {info['zookeeper_connect']}")
+        if info["zookeeper_connect"]:
+            print(f"zookeeper connect: {info['zookeeper_connect']}")
+        else:
+            quorum = _quorum_status(cluster)
+            controller = quorum["controller"]
+            voters = ", ".join(str(voter["id"]) for voter in quorum["quorum"]["voters"])
+            print(f"metadata quorum (KRaft): voters {voters}; active controller "
+                  + (f"{controller['broker_id']}, epoch {controller['epoch']}"
+                     if controller else "none"))
         for node in info["nodes"]:
             pids = " ".join(f"{service}={pid}" for service, pid in node["pids"].items())
             print(f"  {node['name']:<4} {node['address']:<15} {node['role']:<16} {pids}")
@@ -180,25 +190,37 @@ def _status(args: argparse.Namespace) -> int:
         return 0
     controller = status["controller"]
     print(f"cluster {status['prefix']}  bootstrap servers: {status['bootstrap_servers']}")
-    print("controller: " + (f"broker {controller['broker_id']}, epoch {controller['epoch']}"
-                            if controller else "none"))
+    if "quorum" in status:
+        print("metadata quorum (KRaft): active controller "
+              + (f"{controller['broker_id']}, epoch {controller['epoch']}"
+                 if controller else "none"))
+        for voter in status["quorum"]["voters"]:
+            seen = (f"sees leader {voter['leader_id']} epoch {voter['leader_epoch']}"
+                    if voter["leader_id"] is not None else "no quorum state")
+            print(f"  voter {voter['id']} on {voter['node']}: {seen}")
+    else:
+        print("controller: " + (f"broker {controller['broker_id']}, epoch "
+                                f"{controller['epoch']}" if controller else "none"))
     for zk in status["zookeepers"]:
         print(f"  {zk['node']:<4} {zk['address']:<15} zookeeper pid {zk['pid']} "
               f"{'alive' if zk['alive'] else 'DOWN'} {zk['mode'] or '-'}")
+    unlisted = " (not registered, or fenced)" if "quorum" in status else " (not registered)"
     for broker in status["brokers"]:
         print(f"  {broker['node']:<4} {broker['address']:<15} broker {broker['id']} pid "
               f"{broker['pid']} {'alive' if broker['alive'] else 'DOWN'}"
-              f"{'' if broker['registered'] else ' (not registered)'}")
+              f"{'' if broker['registered'] else unlisted}")
     for p in status["partitions"]:
         print(f"  {p['topic']}-{p['partition']}: leader {p['leader']} epoch {p['leader_epoch']} "
               f"isr {p['isr']}")
     if status.get("error"):
-        print(f"ZooKeeper: {status['error']}")
+        print(f"{'Metadata' if 'quorum' in status else 'ZooKeeper'}: {status['error']}")
     return 0
 
 
 def status_json(cluster: Cluster) -> dict:
     """What `kchaos cluster status --json` prints."""
+    if not cluster.broker_set.launcher.uses_zookeeper:
+        return _quorum_status(cluster)
     try:
         snapshot = read_snapshot(cluster.zk)
         error = None
@@ -221,6 +243,41 @@ def status_json(cluster: Cluster) -> dict:
                        for n in cluster.zookeepers],
         "partitions": [p.to_json() for p in (snapshot.partitions if snapshot else ())],
         **({"error": error} if error else {}),
+    }
+
+
+def _quorum_status(cluster: Cluster) -> dict:
+    """The status of a cluster without ZooKeeper: its metadata quorum as each voter's
+    quorum-state file says (the active controller is the leader of the newest epoch), and
+    which brokers a running broker's Metadata lists (registered and unfenced)."""
+    voters = cluster.broker_set.voter_states()
+    quorum = cluster.broker_set.quorum()
+    listed: set[int] = set()
+    error = None
+    for node in cluster.brokers:
+        if not cluster.running(node):
+            continue
+        try:
+            listed = metadata(cluster.remote.address(node))[1]
+            break
+        except (OSError, ValueError, struct.error) as failure:
+            error = f"{node} does not answer Metadata: {failure}"
+    return {
+        "prefix": cluster.prefix,
+        "bootstrap_servers": cluster.bootstrap_servers,
+        "metadata": "kraft",
+        "controller": ({"broker_id": quorum[0], "epoch": quorum[1]} if quorum else None),
+        "quorum": {"voters": [{"id": cluster.broker_id(node), "node": node,
+                               "leader_id": state.leader_id if state else None,
+                               "leader_epoch": state.leader_epoch if state else None}
+                              for node, state in voters.items()]},
+        "brokers": [{"id": cluster.broker_id(n), "node": n,
+                     "address": cluster.remote.address(n), "alive": cluster.running(n),
+                     "pid": cluster.pid(n), "registered": cluster.broker_id(n) in listed}
+                    for n in cluster.brokers],
+        "zookeepers": [],
+        "partitions": [],
+        **({"error": error} if error and not listed else {}),
     }
 
 

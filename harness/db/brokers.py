@@ -5,7 +5,9 @@ What a broker is comes from its `BrokerLauncher`: `KchaosBroker` runs `python -m
 broker.id i from `<root>/<node>/broker/` (server.properties, data/, broker.log).
 Readiness is what a client needs: every running broker registered in /brokers/ids, a
 controller in /controller, and every broker answering Metadata with that controller and
-all registered brokers (it has received UpdateMetadata).
+all registered brokers (it has received UpdateMetadata). Brokers without ZooKeeper (Kafka
+in KRaft mode) are ready when every one answers Metadata listing them all and their
+metadata quorum has a leader (`BrokerLauncher.quorum_state`).
 """
 
 from __future__ import annotations
@@ -27,11 +29,13 @@ from kazoo.client import KazooClient
 from harness.control import Process, Remote
 from harness.db.files import ServiceExited, last_error_line, put_text
 from harness.db.processes import ServiceProcesses
+from nemesis.capabilities import PartitionState
 
-__all__ = ["BrokerLauncher", "BrokerSet", "KchaosBroker", "chaos_defaults", "exchange",
-           "metadata", "server_properties"]
+__all__ = ["BrokerLauncher", "BrokerSet", "KchaosBroker", "QuorumState", "chaos_defaults",
+           "exchange", "metadata", "partitions_metadata", "server_properties"]
 
 CLIENT_PORT = 9092
+LEADER_NOT_AVAILABLE = 5  # a partition's error while it has no leader
 CONTROL_PORT = 9093
 ZK_CALL_TIMEOUT = 3.0
 
@@ -71,11 +75,29 @@ def server_properties(broker_id: int, address: str, zookeeper_connect: str, log_
     return properties_text(properties)
 
 
+@dataclass(frozen=True)
+class QuorumState:
+    """A metadata quorum voter's view: the leader's node id (-1: none known) and epoch."""
+
+    leader_id: int
+    leader_epoch: int
+
+
 class BrokerLauncher(Protocol):
-    """What one kind of broker needs to run on a node."""
+    """What one kind of broker needs to run on a node. Brokers that keep their metadata in
+    a quorum of their own (Kafka's KRaft) use no ZooKeeper and answer `quorum_state`."""
 
     kind: str
-    waits_for_old_registration: bool  # a restart must wait for the old session to expire
+
+    @property
+    def waits_for_old_registration(self) -> bool:
+        """Whether a restart must wait for the old ZooKeeper session to expire."""
+
+    @property
+    def uses_zookeeper(self) -> bool: ...
+
+    def quorum_state(self, remote: Remote, node: str, directory: str) -> QuorumState | None:
+        """The metadata quorum as the node's voter sees it; None without a quorum."""
 
     def prepare(self, remote: Remote, nodes: Sequence[str], workdir: str) -> BrokerLauncher:
         """This launcher made ready for `remote`'s nodes (software present, paths known)."""
@@ -102,6 +124,10 @@ class KchaosBroker:
     python: str = sys.executable
     kind: str = "kchaos"
     waits_for_old_registration: bool = False  # our broker waits itself
+    uses_zookeeper: bool = True
+
+    def quorum_state(self, remote: Remote, node: str, directory: str) -> QuorumState | None:
+        return None
 
     def prepare(self, remote: Remote, nodes: Sequence[str], workdir: str) -> KchaosBroker:
         return replace(self, python=getattr(remote, "python", sys.executable))
@@ -136,6 +162,24 @@ def metadata(address: str, port: int = CLIENT_PORT, timeout: float = 2.0
     return response.controller_id, {broker.node_id for broker in response.brokers}
 
 
+def partitions_metadata(address: str, topics: Sequence[str] | None = None,
+                        port: int = CLIENT_PORT, timeout: float = 2.0
+                        ) -> tuple[set[int], list[PartitionState]]:
+    """(broker ids, partition states) as the broker at `address` answers Metadata v7 for
+    `topics` (None: every topic): leader, leader epoch, ISR and replicas of each partition
+    its metadata knows without error."""
+    request = MetadataRequest[7](topics=None if topics is None else list(topics),
+                                 allow_auto_topic_creation=False)
+    request.with_header(correlation_id=1, client_id="kchaos-metadata")
+    response = MetadataResponse.decode(exchange(address, port, request, timeout), version=7)
+    states = [PartitionState(topic.name, p.partition_index, p.leader_id, p.leader_epoch,
+                             tuple(p.isr_nodes), tuple(p.replica_nodes))
+              for topic in response.topics if topic.error_code == 0
+              for p in topic.partitions if p.error_code in (0, LEADER_NOT_AVAILABLE)]
+    return {broker.node_id for broker in response.brokers}, sorted(
+        states, key=lambda state: (state.topic, state.partition))
+
+
 def exchange(address: str, port: int, request: Any, timeout: float) -> bytes:
     """Send one kafka-python request (its header set, a non-flexible version) and return
     the response body (after the correlation id); OSError when the broker does not answer."""
@@ -148,7 +192,8 @@ def exchange(address: str, port: int, request: Any, timeout: float) -> bytes:
 
 @dataclass
 class BrokerSet(ServiceProcesses):
-    """The brokers on `nodes` (broker.id = position + 1) and a ZooKeeper view to watch them."""
+    """The brokers on `nodes` (broker.id = position + 1) and a view to watch them: ZooKeeper,
+    or without it their Metadata answers and the metadata quorum."""
 
     remote: Remote
     nodes: tuple[str, ...]
@@ -176,6 +221,10 @@ class BrokerSet(ServiceProcesses):
 
     @property
     def session_timeout(self) -> float:
+        """How long a dead broker keeps its registration (seconds): its ZooKeeper session,
+        or without ZooKeeper its session with the controller (broker.session.timeout.ms)."""
+        if not self.launcher.uses_zookeeper:
+            return int(self.overrides.get("broker.session.timeout.ms", 9000)) / 1000.0
         return int(self.overrides.get("zookeeper.session.timeout.ms", 6000)) / 1000.0
 
     @property
@@ -272,12 +321,28 @@ class BrokerSet(ServiceProcesses):
         except Exception:
             return None
 
+    def voter_states(self) -> dict[str, QuorumState | None]:
+        """Each running node's view of the metadata quorum (None: no quorum, or unread)."""
+        return {node: self.launcher.quorum_state(self.remote, node, self.directory(node))
+                for node in self.nodes if self.running(node)}
+
+    def quorum(self) -> tuple[int, int] | None:
+        """(leader node id, leader epoch) of the metadata quorum: the newest epoch any
+        running voter's state names a leader in; None without a quorum or a leader."""
+        known = [s for s in self.voter_states().values() if s is not None and s.leader_id >= 0]
+        if not known:
+            return None
+        newest = max(known, key=lambda state: state.leader_epoch)
+        return newest.leader_id, newest.leader_epoch
+
     def healthy(self, nodes: Sequence[str] | None = None) -> str | None:
         """None when healthy, else what is missing."""
         nodes = list(nodes or self.nodes)
         dead = [n for n in nodes if not self.running(n)]
         if dead:
             return f"not running: {dead}"
+        if not self.launcher.uses_zookeeper:
+            return self._quorum_healthy(nodes)
         wanted = {self.broker_id(n) for n in nodes}
         registered = self.registered()
         if not wanted <= registered:
@@ -291,6 +356,22 @@ class BrokerSet(ServiceProcesses):
                 return f"{node} does not answer Metadata: {error}"
             if controller_id < 0 or not registered <= brokers:
                 return f"{node} has no current metadata"
+        return None
+
+    def _quorum_healthy(self, nodes: Sequence[str]) -> str | None:
+        """Without ZooKeeper: every broker answers Metadata listing all of `nodes`' brokers
+        (a KRaft broker lists the registered, unfenced ones) and a quorum leader is
+        elected."""
+        wanted = {self.broker_id(n) for n in nodes}
+        for node in nodes:
+            try:
+                controller_id, brokers = metadata(self.remote.address(node))
+            except (OSError, ValueError, struct.error) as error:
+                return f"{node} does not answer Metadata: {error}"
+            if controller_id < 0 or not wanted <= brokers:
+                return f"{node} lists brokers {sorted(brokers)}, not yet all of {sorted(wanted)}"
+        if self.quorum() is None:
+            return "no metadata quorum leader"
         return None
 
     def wait_healthy(self, nodes: Sequence[str] | None = None, timeout: float = 60.0) -> None:

@@ -1,4 +1,6 @@
-"""A whole cluster on any backend: ZooKeeper ensemble + brokers, up, status, down.
+"""A whole cluster on any backend: ZooKeeper ensemble + brokers, up, status, down. Brokers
+that use no ZooKeeper (Kafka in KRaft mode) get no ensemble: their controller is the
+metadata quorum's leader, their leaders and ISRs are what a broker's Metadata says.
 
 `Cluster.up(spec)` provisions nodes with the spec's backend (`harness.control.backends`;
 locally brokers `n1..nN` and ZooKeepers `z1..zM`, or ZooKeeper co-located on the first
@@ -35,7 +37,13 @@ from typing import Any
 from harness.control import ProvisionError, Remote, backends
 from harness.control.runstate import default_state_root, write_json
 from harness.control.vagrant import MachineControl
-from harness.db.brokers import CLIENT_PORT, BrokerLauncher, BrokerSet, KchaosBroker
+from harness.db.brokers import (
+    CLIENT_PORT,
+    BrokerLauncher,
+    BrokerSet,
+    KchaosBroker,
+    partitions_metadata,
+)
 from harness.db.coordinator import (
     KINDS,
     find_coordinator,
@@ -74,8 +82,14 @@ class ClusterSpec:
     launcher: BrokerLauncher = field(default_factory=KchaosBroker)
 
     def __post_init__(self) -> None:
-        if not 1 <= self.brokers <= 99 or not 1 <= self.zookeepers <= 99:
-            raise ValueError("need 1 to 99 brokers and 1 to 99 ZooKeepers")
+        if not self.launcher.uses_zookeeper:
+            if self.zookeepers != 0:
+                raise ValueError(f"{self.launcher.kind} brokers without ZooKeeper take no "
+                                 f"ZooKeepers, got {self.zookeepers}")
+        elif not 1 <= self.zookeepers <= 99:
+            raise ValueError("need 1 to 99 ZooKeepers")
+        if not 1 <= self.brokers <= 99:
+            raise ValueError("need 1 to 99 brokers")
         if self.colocate and self.zookeepers > self.brokers:
             raise ValueError("co-located ZooKeepers need at least as many broker nodes")
         if self.backend not in backends.BACKENDS:
@@ -272,21 +286,54 @@ class Cluster:
 
     def snapshot(self) -> Snapshot | None:
         """Controller, live brokers and partition states from ZooKeeper now; None when it
-        does not answer."""
+        does not answer. Without ZooKeeper: the quorum's leader and epoch, and the brokers
+        and partitions a running broker's Metadata names."""
+        if not self.broker_set.launcher.uses_zookeeper:
+            return self._quorum_snapshot()
         try:
             return read_snapshot(self.zk)
         except Exception:  # kazoo raises timeouts and connection losses of several kinds
             return None
 
     def controller(self) -> str | None:
+        """The controller's node: in ZooKeeper mode /controller's broker; without ZooKeeper
+        the metadata quorum's leader (the active controller)."""
+        if not self.broker_set.launcher.uses_zookeeper:
+            quorum = self.broker_set.quorum()
+            return None if quorum is None else self.broker_node(quorum[0])
         snapshot = self.snapshot()
         if snapshot is None or snapshot.controller is None:
             return None
         return self.broker_node(snapshot.controller)
 
+    def _quorum_snapshot(self) -> Snapshot | None:
+        quorum = self.broker_set.quorum()
+        found = self._metadata()
+        if found is None:
+            return None
+        brokers, partitions = found
+        return Snapshot(None if quorum is None else quorum[0],
+                        None if quorum is None else quorum[1], frozenset(brokers),
+                        tuple(partitions))
+
+    def _metadata(self, topics: Sequence[str] | None = None
+                  ) -> tuple[set[int], list[PartitionState]] | None:
+        """The first running broker's answer to Metadata for `topics`; None if none does."""
+        for node in self.brokers:
+            if not self.running(node):
+                continue
+            with contextlib.suppress(OSError, ValueError, struct.error):
+                return partitions_metadata(self.remote.address(node), topics)
+        return None
+
     def partition_state(self, topic: str, partition: int) -> PartitionState | None:
         """The partition's state znode now (one read); None when ZooKeeper does not answer
-        or the partition has none."""
+        or the partition has none. Without ZooKeeper: as a running broker's Metadata
+        says."""
+        if not self.broker_set.launcher.uses_zookeeper:
+            found = self._metadata([topic])
+            return next((state for state in (found[1] if found else ())
+                         if state.partition == partition), None)
         try:
             data, _ = self.zk.get_async(state_path(topic, partition)).get(timeout=ZK_TIMEOUT)
         except Exception:  # kazoo raises timeouts, connection losses and NoNode of several kinds
@@ -388,6 +435,8 @@ class Cluster:
         spec = KINDS[kind]
         partitions = int(self.broker_set.overrides.get(spec.partitions_property,
                                                        spec.default_partitions))
+        if not self.broker_set.launcher.uses_zookeeper:
+            return spec.topic, offsets_partition(key, partitions)
         with contextlib.suppress(Exception):  # kazoo: NoNode, timeouts, connection losses
             data, _ = self.zk.get_async(f"/brokers/topics/{spec.topic}").get(timeout=5.0)
             partitions = len(json.loads(data)["partitions"]) or partitions

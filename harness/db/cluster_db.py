@@ -53,20 +53,22 @@ class ClusterOptions:
 @dataclass(frozen=True)
 class ClusterDB:
     """Brokers and ZooKeeper as `spec` describes them; `name` is the db's. `extra`: what
-    its brokers can do beyond every cluster (e.g. `LosesUnflushed`), `why_not`: for what
-    they cannot, why and what to do instead."""
+    its brokers can do beyond every cluster (e.g. `LosesUnflushed`), `why_not`: what they
+    cannot (even of `CLUSTER_CAPABILITIES`), why and what to do instead."""
 
     spec: ClusterSpec
     name: str
     extra: frozenset[type] = frozenset()
     why_not: Mapping[type, str] = field(default_factory=dict)
+    start_timeout: float = 60.0  # seconds to become healthy when `start` is given none
 
-    def start(self, logs_dest: Path | None = None, timeout: float = 60.0) -> Cluster:
-        return Cluster.up(self.spec, timeout=timeout, logs_dest=logs_dest)
+    def start(self, logs_dest: Path | None = None, timeout: float | None = None) -> Cluster:
+        return Cluster.up(self.spec, timeout=timeout or self.start_timeout,
+                          logs_dest=logs_dest)
 
     def offer(self) -> Offer:
         """The capabilities of the cluster once up: VM control only on machines."""
-        has = CLUSTER_CAPABILITIES | self.extra
+        has = (CLUSTER_CAPABILITIES | self.extra) - self.why_not.keys()
         backend = self.spec.backend
         why_not = dict(self.why_not)
         if backend in MACHINE_BACKENDS:
@@ -83,8 +85,11 @@ class ClusterDB:
 
 def cluster_spec(options: ClusterOptions, context: DBContext,
                  launcher: BrokerLauncher) -> ClusterSpec:
-    """The cluster of `context.nodes` brokers that `options` and `launcher` describe."""
+    """The cluster of `context.nodes` brokers that `options` and `launcher` describe (no
+    ZooKeeper for brokers that use none)."""
+    with_zookeeper = launcher.uses_zookeeper
     return ClusterSpec(
-        brokers=context.nodes, zookeepers=options.zookeepers, colocate=options.colocate,
+        brokers=context.nodes, zookeepers=options.zookeepers if with_zookeeper else 0,
+        colocate=options.colocate and with_zookeeper,
         broker_config=dict(options.broker_config), backend=context.backend.backend,
         options=context.backend.spec_options(), launcher=launcher)

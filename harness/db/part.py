@@ -39,8 +39,9 @@ class DB(Protocol):
 
     name: str
 
-    def start(self, logs_dest: Path | None = None, timeout: float = 60.0) -> RunningDB:
-        """Up and healthy; on failure the node logs are copied to `logs_dest` first."""
+    def start(self, logs_dest: Path | None = None, timeout: float | None = None) -> RunningDB:
+        """Up and healthy within `timeout` seconds (None: the db's own bound); on failure
+        the node logs are copied to `logs_dest` first."""
 
     def offer(self) -> Offer:
         """The capabilities faults may use once it runs, and why it lacks others."""

@@ -53,7 +53,7 @@ def test_an_incomplete_cache_without_maven_says_what_to_do(tmp_path, monkeypatch
 
 def test_a_version_kchaos_does_not_run_is_refused_with_the_choices():
     with pytest.raises(KafkaUnavailable, match="Kafka 9.9.9 is not one kchaos runs; choose "
-                                               "one of 3.9.1, 2.8.2, 2.0.1, 0.11.0.3"):
+                                               "one of 4.2.0, 4.1.1, 3.9.1, 2.8.2, 2.0.1"):
         fetch("9.9.9")
 
 

@@ -41,10 +41,10 @@ def tools(*names: str, package: str) -> pytest.MarkDecorator:
     return needs(not missing, f"{', '.join(missing)} not installed (Debian package {package})")
 
 
-def kafka_jars() -> pytest.MarkDecorator:
-    """A mark: the test needs Apache Kafka's jars, which the bootstrap caches."""
-    return needs((CACHE / DEFAULT_VERSION / COMPLETE).exists(),
-                 f"Apache Kafka {DEFAULT_VERSION}'s jars are not cached in {CACHE}")
+def kafka_jars(version: str = DEFAULT_VERSION) -> pytest.MarkDecorator:
+    """A mark: the test needs Apache Kafka `version`'s jars, which the bootstrap caches."""
+    return needs((CACHE / version / COMPLETE).exists(),
+                 f"Apache Kafka {version}'s jars are not cached in {CACHE}")
 
 
 def check(item: pytest.Item) -> None:

@@ -20,10 +20,18 @@ from pathlib import Path
 from typing import Any
 
 from harness.control import Remote
-from harness.db.brokers import CLIENT_PORT, chaos_defaults, properties_text
+from harness.db.brokers import CLIENT_PORT, QuorumState, chaos_defaults, properties_text
+from harness.db.kafka.kraft import (
+    COMBINED,
+    QUORUM_STATE,
+    kraft_properties,
+    parse_quorum_state,
+    start_command,
+    voters_text,
+)
 from harness.db.kafka.logs import write_event_log
 
-__all__ = ["KafkaBroker", "LOG4J_PROPERTIES", "kafka_properties"]
+__all__ = ["KafkaBroker", "LOG4J_PROPERTIES", "kafka_properties", "kafka_release"]
 
 LOG_PATTERN = "[%d{yyyy-MM-dd'T'HH:mm:ss.SSSZ}] %p %m (%c)%n"
 # kafka.controller and state.change.logger at TRACE, as in Kafka's own log4j.properties:
@@ -56,32 +64,36 @@ log4j.logger.kafka.request.logger=WARN
 """
 
 
+# Sizes for small machines: internal topics of few partitions, few threads.
+SMALL_MACHINE = {
+    "offsets.topic.num.partitions": "3",
+    "transaction.state.log.num.partitions": "3",
+    "group.initial.rebalance.delay.ms": "0",
+    "num.network.threads": "2",
+    "num.io.threads": "4",
+    "num.recovery.threads.per.data.dir": "1",
+    "log.flush.offset.checkpoint.interval.ms": "1000",
+}
+
+
 def kafka_properties(broker_id: int, address: str, zookeeper_connect: str, log_dir: str,
                      cluster_size: int, overrides: Mapping[str, str] | None = None,
                      version: str = "3.9.1") -> str:
-    """Kafka `version`'s server.properties: the chaos defaults every db gets, one listener,
-    sizes for small machines (internal topics of few partitions, few threads), `overrides`.
+    """Kafka `version`'s server.properties in ZooKeeper mode: the chaos defaults every db
+    gets, one listener, sizes for small machines (`SMALL_MACHINE`), `overrides`.
     Before 0.11 no client can ask a Metadata request not to create the topics it names
     (Metadata v4's allow_auto_topic_creation), so any early one created the workload's
     topic with one partition ahead of its CreateTopics: those versions create no topics."""
     properties = chaos_defaults(broker_id, zookeeper_connect, log_dir, cluster_size)
-    if _release(version) < (0, 11):
+    if kafka_release(version) < (0, 11):
         properties["auto.create.topics.enable"] = "false"
-    properties.update({
-        "listeners": f"PLAINTEXT://{address}:{CLIENT_PORT}",
-        "offsets.topic.num.partitions": "3",
-        "transaction.state.log.num.partitions": "3",
-        "group.initial.rebalance.delay.ms": "0",
-        "num.network.threads": "2",
-        "num.io.threads": "4",
-        "num.recovery.threads.per.data.dir": "1",
-        "log.flush.offset.checkpoint.interval.ms": "1000",
-    })
+    properties["listeners"] = f"PLAINTEXT://{address}:{CLIENT_PORT}"
+    properties.update(SMALL_MACHINE)
     properties.update(overrides or {})
     return properties_text(properties)
 
 
-def _release(version: str) -> tuple[int, ...]:
+def kafka_release(version: str) -> tuple[int, ...]:
     """(major, minor) of a Kafka version such as "0.10.2.2" or "3.9.1"; a version that
     does not start so (a build of its own) counts as recent."""
     found = re.match(r"(\d+)\.(\d+)", version)
@@ -98,10 +110,28 @@ class KafkaBroker:
     java: str = "java"
     heap: str = "768m"
     kind: str = "kafka"
-    waits_for_old_registration: bool = True  # Kafka exits when its broker id is taken
+    metadata: str = "zookeeper"  # or "kraft" (`harness.db.kafka.kraft`)
+    cluster_id: str = ""  # KRaft: the id every node's storage is formatted with
+    voters: str = ""  # KRaft: controller.quorum.voters, set by `prepare`
+
+    @property
+    def uses_zookeeper(self) -> bool:
+        return self.metadata == "zookeeper"
+
+    @property
+    def waits_for_old_registration(self) -> bool:
+        """In ZooKeeper mode Kafka exits while its broker id is still registered; a KRaft
+        broker registers again with a new incarnation."""
+        return self.uses_zookeeper
 
     def prepare(self, remote: Remote, nodes: Sequence[str], workdir: str) -> KafkaBroker:
-        """Itself when every node sees `libs`; else the jars uploaded to the work directory."""
+        """Itself when every node sees `libs`; else the jars uploaded to the work directory.
+        In KRaft mode every node of `nodes` is a voter (combined broker and controller)."""
+        ready = self if self.uses_zookeeper else replace(self, voters=voters_text(
+            {position: remote.address(node) for position, node in enumerate(nodes, 1)}))
+        return ready._with_jars(remote, nodes, workdir)
+
+    def _with_jars(self, remote: Remote, nodes: Sequence[str], workdir: str) -> KafkaBroker:
         missing = [node for node in nodes if not self._has_jars(remote, node, self.libs)]
         if not missing:
             return self
@@ -126,18 +156,33 @@ class KafkaBroker:
     def configuration(self, broker_id: int, address: str, zookeeper_connect: str,
                       directory: str, cluster_size: int,
                       overrides: Mapping[str, str]) -> dict[str, str]:
-        return {"server.properties": kafka_properties(
-                    broker_id, address, zookeeper_connect, f"{directory}/data", cluster_size,
-                    overrides, self.version),
-                "log4j.properties": LOG4J_PROPERTIES}
+        if self.uses_zookeeper:
+            server = kafka_properties(broker_id, address, zookeeper_connect,
+                                      f"{directory}/data", cluster_size, overrides, self.version)
+        else:
+            server = properties_text(kraft_properties(
+                broker_id, COMBINED, address, self.voters, f"{directory}/data", cluster_size,
+                {**SMALL_MACHINE, **overrides}))
+        return {"server.properties": server, "log4j.properties": LOG4J_PROPERTIES}
 
     def command(self, directory: str) -> list[str]:
-        return [self.java, f"-Xms{self.heap}", f"-Xmx{self.heap}", "-XX:+UseG1GC",
+        java = [self.java, f"-Xms{self.heap}", f"-Xmx{self.heap}", "-XX:+UseG1GC",
                 "-XX:MaxGCPauseMillis=20", "-XX:+ExitOnOutOfMemoryError",
                 "-Djava.awt.headless=true", "-Duser.timezone=UTC",
                 f"-Dlog4j.configuration=file:{directory}/log4j.properties",
-                f"-Dkafka.logs.dir={directory}/logs",
-                "-cp", f"{self.libs}/*", "kafka.Kafka", f"{directory}/server.properties"]
+                f"-Dkafka.logs.dir={directory}/logs"]
+        if not self.uses_zookeeper:
+            return start_command(java, self.libs, directory, self.cluster_id)
+        return [*java, "-cp", f"{self.libs}/*", "kafka.Kafka", f"{directory}/server.properties"]
+
+    def quorum_state(self, remote: Remote, node: str, directory: str) -> QuorumState | None:
+        """What the node's `quorum-state` file says now; None in ZooKeeper mode, or when
+        the file is missing or unreadable (not yet formatted, the node cut off)."""
+        if self.uses_zookeeper:
+            return None
+        result = remote.exec(node, ["cat", f"{directory}/{QUORUM_STATE}"], check=False,
+                             timeout=5.0)
+        return parse_quorum_state(result.out) if result.exit == 0 else None
 
     def log_files(self, directory: str) -> list[str]:
         return [f"{directory}/broker.log", f"{directory}/logs/server.log",
@@ -153,4 +198,6 @@ class KafkaBroker:
 
     def to_json(self) -> dict[str, Any]:
         return {"kind": self.kind, "version": self.version, "libs": self.libs,
-                "main_jar": self.main_jar, "java": self.java, "heap": self.heap}
+                "main_jar": self.main_jar, "java": self.java, "heap": self.heap,
+                "metadata": self.metadata, "cluster_id": self.cluster_id,
+                "voters": self.voters}

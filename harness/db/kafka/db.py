@@ -1,8 +1,10 @@
-"""The `kafka` db: Apache Kafka brokers on the nodes, with the same real ZooKeeper ensemble.
+"""The `kafka` db: Apache Kafka brokers on the nodes, with the same real ZooKeeper ensemble,
+or in KRaft mode with a metadata quorum of their own and no ZooKeeper (`kraft`).
 
 Options are those of the `kchaos` db (ZooKeepers, co-location, broker properties with the
 same safe defaults) plus which Kafka: `kafka_version` (jars from Maven Central, cached) or
-`kafka_home` (an official binary distribution), the `java` that runs it and its `heap`.
+`kafka_home` (an official binary distribution), its `metadata` mode, the `java` that runs
+it and its `heap`. In KRaft mode the ZooKeeper options do not apply.
 Broker properties are judged against the names that Kafka version's own `KafkaConfig`
 knows, before anything starts.
 """
@@ -13,13 +15,22 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from harness.db.cluster_db import ClusterDB, ClusterOptions, cluster_spec
-from harness.db.kafka.broker import KafkaBroker
+from harness.db.kafka.broker import KafkaBroker, kafka_release
 from harness.db.kafka.distribution import DEFAULT_VERSION, VERSIONS, KafkaUnavailable, resolve
+from harness.db.kafka.kraft import new_cluster_id
 from harness.db.part import DBContext, DBKind
-from nemesis.capabilities import LosesUnflushed
+from nemesis.capabilities import HasZooKeeper, LosesUnflushed
 
-__all__ = ["KIND", "KafkaOptions", "check_kafka_config"]
+__all__ = ["KIND", "KafkaOptions", "check_kafka_config", "metadata_mode"]
 
+METADATA_MODES = ("kraft", "zookeeper")
+KRAFT_SINCE = (3, 3)
+# What a KRaft cluster cannot serve, and why.
+KRAFT_LACKS = {
+    HasZooKeeper: ("--db kafka in KRaft mode has no ZooKeeper (its metadata quorum replaces "
+                   "it): to fault the active controller use kill-controller or "
+                   "isolate-controller; kchaos has no fault of the quorum itself yet"),
+}
 NO_POWER_LOSS = ("--db kafka has none: Apache Kafka has no property that drops its unflushed "
                  "log tail on a crash (kchaos.debug.lose-unflushed-on-crash is our broker's "
                  "fault injection); a real power loss needs machines to switch off "
@@ -37,29 +48,61 @@ class KafkaOptions(ClusterOptions):
     kafka_home: str | None = field(default=None, metadata={
         "help": "an Apache Kafka binary distribution to run instead (its libs/)",
         "metavar": "DIR"})
+    metadata: str | None = field(default=None, metadata={
+        "help": "where the cluster keeps its metadata: kraft (a controller quorum, Kafka "
+                "3.3 and later, the only mode of 4.x) or zookeeper (before 4.0); default: "
+                "zookeeper before 4.0, kraft from 4.0",
+        "choices": METADATA_MODES})
     java: str = field(default="java", metadata={"help": "the java that runs Kafka"})
     heap: str = field(default="768m", metadata={"help": "each Kafka broker's JVM heap"})
+    start_timeout: float = field(default=120.0, metadata={
+        "help": "seconds the cluster may take to become healthy (a loaded machine starts "
+                "JVMs slowly)"})
 
     def __post_init__(self) -> None:
         super().__post_init__()
         if not self.heap[:-1].isdigit() or self.heap[-1] not in "mMgG":
             raise ValueError(f"heap must be like 768m or 2g, got {self.heap!r}")
+        if self.start_timeout <= 0:
+            raise ValueError(f"start_timeout must be > 0, got {self.start_timeout:g}")
 
 
 def build(options: KafkaOptions, context: DBContext) -> ClusterDB:
-    """ValueError when Kafka's jars cannot be had or a broker property is one this Kafka
-    version does not know."""
+    """ValueError when Kafka's jars cannot be had, the version has no such metadata mode,
+    or a broker property is one this Kafka version does not know."""
+    if options.kafka_home is None:
+        metadata_mode(options.kafka_version, options.metadata)
     try:
         distribution = resolve(options.kafka_version, options.kafka_home)
+        mode = metadata_mode(distribution.version, options.metadata)
         check_kafka_config(options.broker_config, distribution.config_names(options.java),
                            distribution.version)
         main_jar = distribution.main_jar
     except KafkaUnavailable as error:
         raise ValueError(str(error)) from error
     launcher = KafkaBroker(distribution.version, str(distribution.libs), main_jar,
-                           options.java, options.heap)
-    return ClusterDB(cluster_spec(options, context, launcher), "kafka",
-                     why_not={LosesUnflushed: NO_POWER_LOSS})
+                           options.java, options.heap, metadata=mode,
+                           cluster_id=new_cluster_id() if mode == "kraft" else "")
+    why_not = {LosesUnflushed: NO_POWER_LOSS}
+    if mode == "kraft":
+        why_not |= KRAFT_LACKS
+    return ClusterDB(cluster_spec(options, context, launcher), "kafka", why_not=why_not,
+                     start_timeout=options.start_timeout)
+
+
+def metadata_mode(version: str, asked: str | None) -> str:
+    """"kraft" or "zookeeper": `asked`, or the version's default (zookeeper before 4.0);
+    ValueError when Kafka `version` has no such mode."""
+    release = kafka_release(version)
+    mode = asked or ("kraft" if release >= (4, 0) else "zookeeper")
+    if mode == "zookeeper" and release >= (4, 0):
+        raise ValueError(f"Kafka {version} has no ZooKeeper mode (Kafka 4.0 removed it): "
+                         f"drop --metadata zookeeper, or choose --kafka-version 3.9.1")
+    if mode == "kraft" and release < KRAFT_SINCE:
+        raise ValueError(f"Kafka {version} has no production KRaft mode (it came with "
+                         f"{'.'.join(map(str, KRAFT_SINCE))}): use --metadata zookeeper, or "
+                         f"choose --kafka-version {DEFAULT_VERSION} or a 4.x one")
+    return mode
 
 
 KIND = DBKind(KafkaOptions, build)

@@ -43,6 +43,8 @@ class Release:
 
 # The versions `--kafka-version` offers: each starts a ZooKeeper-mode cluster here.
 VERSIONS = {
+    "4.2.0": Release("2.13"),
+    "4.1.1": Release("2.13"),
     "3.9.1": Release("2.13"),
     "2.8.2": Release("2.13"),
     "2.0.1": Release("2.12", ("kafka.zookeeper=3.5.9",)),
