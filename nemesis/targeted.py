@@ -26,7 +26,11 @@ the cluster to react (through ZooKeeper, as nemeses see it) and says what it saw
   released), and a stranded follower is elected, cleanly, without the acknowledged tail.
   With leader-epoch truncation the follower asks the new leader for its epoch's end offset
   first, cannot, and keeps its log. A partition whose controller is one of the stranded
-  followers is preferred, so the cut does not hold up their LeaderAndIsr.
+  followers is preferred, so the cut does not hold up their LeaderAndIsr. When no
+  partition qualifies yet (after a heal, the brokers it restarted are still starting or
+  catching up), the op waits for one, at most `QUALIFY_SECONDS`, before it answers
+  "no-target"; at once when none ever can (no partition of three replicas or more). The
+  completion says how long it waited (`waited`).
 - `depose-coordinator` with value "coordinator": isolate the broker coordinating one of
   the run's consumer groups or transactional ids from every node, ZooKeeper included,
   but not from the clients; wait (at most two session timeouts + a margin) until the
@@ -45,7 +49,7 @@ from __future__ import annotations
 
 import random
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from typing import Any, Protocol
 
 from nemesis import grudge as grudges
@@ -69,8 +73,9 @@ class Target(PartitionableNetwork, Killable, HasLeaders, Protocol):
     whose partition leaders they watch."""
 
 
-__all__ = ["DEPOSED_SECONDS", "ELECTION_MARGIN", "LAYER", "SHRINK_MARGIN", "STRAND_SECONDS",
-           "Target", "TargetedNemesis", "strand_plan"]
+__all__ = ["DEPOSED_SECONDS", "ELECTION_MARGIN", "LAYER", "QUALIFY_POLL", "QUALIFY_SECONDS",
+           "SHRINK_MARGIN", "STRAND_SECONDS", "StrandPlan", "Target", "TargetedNemesis",
+           "strand_plan", "strandable"]
 
 LAYER = "targeted"
 STRAND_SECONDS = 1.0  # stranded followers truncate meanwhile; they stay in the ISR
@@ -78,6 +83,12 @@ SHRINK_MARGIN = 5.0  # seconds beyond replica.lag.time.max.ms to wait for the IS
 ELECTION_MARGIN = 5.0  # seconds beyond two session timeouts to wait for an election
 DEPOSED_SECONDS = 3.0  # clients keep talking to a deposed coordinator meanwhile
 POLL = 0.02  # ZooKeeper polls: a new leader is acted on within tens of milliseconds
+# A broker that `heal-targeted` restarted is back in every ISR by then: its JVM starts and
+# it catches up (Kafka 0.10 took 12 to 15 s on a loaded 2-core machine).
+QUALIFY_SECONDS = 30.0
+QUALIFY_POLL = 0.25  # whole-cluster snapshots while waiting for a partition to qualify
+
+StrandPlan = tuple[PartitionState, int, tuple[int, ...]]
 
 
 class TargetedNemesis(BaseNemesis):
@@ -188,24 +199,41 @@ class TargetedNemesis(BaseNemesis):
     # -- strand followers from the next leader, then kill the leader and the next ----------
 
     def _strand_follower(self, cluster: Target, options: dict) -> dict[str, Any] | str:
-        snapshot = cluster.snapshot()
-        if snapshot is None:
-            return "no-target"
-        plan = strand_plan(snapshot, self.rng, options.get("topic"), options.get("partition"))
+        started = self.clock()
+        plan = self._qualifying(cluster, options.get("topic"), options.get("partition"),
+                                started + QUALIFY_SECONDS)
         if plan is None:
             return "no-target"
+        waited = round(self.clock() - started, 3)
         state, next_leader, stranded = plan
         leader, successor = cluster.broker_node(state.leader), cluster.broker_node(next_leader)
         stranded_nodes = [cluster.broker_node(b) for b in stranded]
-        if not cluster.running(leader):
-            return "no-target"
         self.firewall.set(cluster, LAYER, grudges.between([successor], stranded_nodes))
         try:
             value = self._kill_new_leader(cluster, state, leader, pause=STRAND_SECONDS,
                                           then=lambda: self.firewall.clear(cluster, LAYER))
         finally:
             self.firewall.clear(cluster, LAYER)
-        return {**value, "next_leader": successor, "stranded": stranded_nodes}
+        return {**value, "next_leader": successor, "stranded": stranded_nodes,
+                "waited": waited}
+
+    def _qualifying(self, cluster: Target, topic: str | None, partition: int | None,
+                    deadline: float) -> StrandPlan | None:
+        """A strand plan over running brokers, polled until one qualifies or `deadline`;
+        None at once when no partition ever can."""
+        while True:
+            snapshot = cluster.snapshot()
+            if snapshot is not None:
+                if not strandable(snapshot, topic, partition):
+                    return None
+                running = {cluster.broker_id(node) for node in cluster.brokers
+                           if cluster.running(node)}
+                plan = strand_plan(snapshot, self.rng, topic, partition, running)
+                if plan is not None:
+                    return plan
+            if self.clock() >= deadline:
+                return None
+            self.sleep(QUALIFY_POLL)
 
     # -- isolate a coordinator until another broker coordinates ----------------------------
 
@@ -276,20 +304,38 @@ class TargetedNemesis(BaseNemesis):
             self.sleep(POLL)
 
 
+def _matches(state: PartitionState, topic: str | None, partition: int | None) -> bool:
+    """A partition that `strand-follower` with `topic` and `partition` (None: any, of a
+    topic not named "__...") may act on, of three replicas or more."""
+    if (topic is not None and state.topic != topic) or \
+            (topic is None and state.topic.startswith("__")) or \
+            (partition is not None and state.partition != partition):
+        return False
+    return len(state.replicas) >= 3
+
+
+def strandable(snapshot: Snapshot, topic: str | None = None,
+               partition: int | None = None) -> bool:
+    """Whether some partition could ever qualify for `strand-follower`: one it may act on
+    has three replicas or more (whatever its leader and ISR now)."""
+    return any(_matches(state, topic, partition) for state in snapshot.partitions)
+
+
 def strand_plan(snapshot: Snapshot, rng: random.Random, topic: str | None = None,
-                partition: int | None = None
-                ) -> tuple[PartitionState, int, tuple[int, ...]] | None:
+                partition: int | None = None, running: Collection[int] | None = None
+                ) -> StrandPlan | None:
     """A partition for `strand-follower` (of a topic not named "__..." unless given), with
-    a leader and every replica of at least three in its ISR; the follower the controller
-    elects next (first in assignment order); the other followers, to strand. Partitions
-    whose controller is a stranded follower come first; then a random one."""
+    a leader and every replica of at least three in its ISR, and, given `running` (broker
+    ids whose process runs), every replica running; the follower the controller elects
+    next (first in assignment order); the other followers, to strand. Partitions whose
+    controller is a stranded follower come first; then a random one."""
     candidates = []
     for state in snapshot.partitions:
-        if (topic is not None and state.topic != topic) or \
-                (topic is None and state.topic.startswith("__")) or \
-                (partition is not None and state.partition != partition):
+        if not _matches(state, topic, partition):
             continue
-        if state.leader < 0 or len(state.replicas) < 3 or set(state.isr) != set(state.replicas):
+        if state.leader < 0 or set(state.isr) != set(state.replicas):
+            continue
+        if running is not None and not set(state.replicas) <= set(running):
             continue
         followers = [b for b in state.replicas if b != state.leader]
         candidates.append((state, followers[0], tuple(followers[1:])))
