@@ -26,11 +26,14 @@ the cluster to react (through ZooKeeper, as nemeses see it) and says what it saw
   released), and a stranded follower is elected, cleanly, without the acknowledged tail.
   With leader-epoch truncation the follower asks the new leader for its epoch's end offset
   first, cannot, and keeps its log. A partition whose controller is one of the stranded
-  followers is preferred, so the cut does not hold up their LeaderAndIsr. When no
-  partition qualifies yet (after a heal, the brokers it restarted are still starting or
-  catching up), the op waits for one, at most `QUALIFY_SECONDS`, before it answers
-  "no-target"; at once when none ever can (no partition of three replicas or more). The
-  completion says how long it waited (`waited`).
+  followers is preferred, so the cut does not hold up their LeaderAndIsr. A partition
+  qualifies once the op has seen its full ISR, every replica running, for
+  `SETTLE_SECONDS` (clients write through it meanwhile: a leader killed the moment a
+  restarted follower rejoins has acknowledged nothing to lose). When none does yet (after
+  a heal, the brokers it restarted are still starting or catching up), the op waits, at
+  most `QUALIFY_SECONDS`, before it answers "no-target"; at once when none ever can (no
+  partition of three replicas or more). The completion says how long it waited
+  (`waited`).
 - `depose-coordinator` with value "coordinator": isolate the broker coordinating one of
   the run's consumer groups or transactional ids from every node, ZooKeeper included,
   but not from the clients; wait (at most two session timeouts + a margin) until the
@@ -49,7 +52,7 @@ from __future__ import annotations
 
 import random
 import time
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import Any, Protocol
 
 from nemesis import grudge as grudges
@@ -74,8 +77,9 @@ class Target(PartitionableNetwork, Killable, HasLeaders, Protocol):
 
 
 __all__ = ["DEPOSED_SECONDS", "ELECTION_MARGIN", "LAYER", "QUALIFY_POLL", "QUALIFY_SECONDS",
-           "SHRINK_MARGIN", "STRAND_SECONDS", "StrandPlan", "Target", "TargetedNemesis",
-           "strand_plan", "strandable"]
+           "SETTLE_SECONDS", "SHRINK_MARGIN", "STRAND_SECONDS", "StrandPlan", "Target",
+           "TargetedNemesis", "choose_plan", "settled", "strand_candidates", "strand_plan",
+           "strandable"]
 
 LAYER = "targeted"
 STRAND_SECONDS = 1.0  # stranded followers truncate meanwhile; they stay in the ISR
@@ -87,6 +91,7 @@ POLL = 0.02  # ZooKeeper polls: a new leader is acted on within tens of millisec
 # it catches up (Kafka 0.10 took 12 to 15 s on a loaded 2-core machine).
 QUALIFY_SECONDS = 30.0
 QUALIFY_POLL = 0.25  # whole-cluster snapshots while waiting for a partition to qualify
+SETTLE_SECONDS = 5.0  # a full ISR seen this long: clients have written through it
 
 StrandPlan = tuple[PartitionState, int, tuple[int, ...]]
 
@@ -219,19 +224,22 @@ class TargetedNemesis(BaseNemesis):
 
     def _qualifying(self, cluster: Target, topic: str | None, partition: int | None,
                     deadline: float) -> StrandPlan | None:
-        """A strand plan over running brokers, polled until one qualifies or `deadline`;
-        None at once when no partition ever can."""
+        """A strand plan of a partition seen qualifying for `SETTLE_SECONDS`, polled until
+        one does or `deadline`; None at once when no partition ever can."""
+        since: dict[tuple[str, int, int], float] = {}
         while True:
             snapshot = cluster.snapshot()
+            now = self.clock()
             if snapshot is not None:
                 if not strandable(snapshot, topic, partition):
                     return None
                 running = {cluster.broker_id(node) for node in cluster.brokers
                            if cluster.running(node)}
-                plan = strand_plan(snapshot, self.rng, topic, partition, running)
-                if plan is not None:
-                    return plan
-            if self.clock() >= deadline:
+                candidates = strand_candidates(snapshot, topic, partition, running)
+                ready, since = settled(candidates, since, now, SETTLE_SECONDS)
+                if ready:
+                    return choose_plan(ready, snapshot.controller, self.rng)
+            if now >= deadline:
                 return None
             self.sleep(QUALIFY_POLL)
 
@@ -321,14 +329,14 @@ def strandable(snapshot: Snapshot, topic: str | None = None,
     return any(_matches(state, topic, partition) for state in snapshot.partitions)
 
 
-def strand_plan(snapshot: Snapshot, rng: random.Random, topic: str | None = None,
-                partition: int | None = None, running: Collection[int] | None = None
-                ) -> StrandPlan | None:
-    """A partition for `strand-follower` (of a topic not named "__..." unless given), with
-    a leader and every replica of at least three in its ISR, and, given `running` (broker
-    ids whose process runs), every replica running; the follower the controller elects
-    next (first in assignment order); the other followers, to strand. Partitions whose
-    controller is a stranded follower come first; then a random one."""
+def strand_candidates(snapshot: Snapshot, topic: str | None = None,
+                      partition: int | None = None, running: Collection[int] | None = None
+                      ) -> list[StrandPlan]:
+    """The plans `strand-follower` may act on now: partitions (of a topic not named "__..."
+    unless given) with a leader and every replica of at least three in the ISR, and, given
+    `running` (broker ids whose process runs), every replica running; each with the
+    follower the controller elects next (first in assignment order) and the other
+    followers, to strand."""
     candidates = []
     for state in snapshot.partitions:
         if not _matches(state, topic, partition):
@@ -339,7 +347,33 @@ def strand_plan(snapshot: Snapshot, rng: random.Random, topic: str | None = None
             continue
         followers = [b for b in state.replicas if b != state.leader]
         candidates.append((state, followers[0], tuple(followers[1:])))
-    if not candidates:
-        return None
-    preferred = [c for c in candidates if snapshot.controller in c[2]]
-    return rng.choice(preferred or candidates)
+    return candidates
+
+
+def settled(candidates: Sequence[StrandPlan], since: Mapping[tuple[str, int, int], float],
+            now: float, hold: float
+            ) -> tuple[list[StrandPlan], dict[tuple[str, int, int], float]]:
+    """The candidates seen qualifying, under the same leader, for `hold` seconds by `now`,
+    and the updated first-seen times (`since`: (topic, partition, leader) -> seconds; a
+    partition that stopped qualifying starts again)."""
+    seen = {(c[0].topic, c[0].partition, c[0].leader): since.get(
+        (c[0].topic, c[0].partition, c[0].leader), now) for c in candidates}
+    return [c for c in candidates
+            if now - seen[(c[0].topic, c[0].partition, c[0].leader)] >= hold], seen
+
+
+def choose_plan(candidates: Sequence[StrandPlan], controller: int | None,
+                rng: random.Random) -> StrandPlan:
+    """One of `candidates`: those whose controller is a stranded follower first, then a
+    random one."""
+    preferred = [c for c in candidates if controller in c[2]]
+    return rng.choice(preferred or list(candidates))
+
+
+def strand_plan(snapshot: Snapshot, rng: random.Random, topic: str | None = None,
+                partition: int | None = None, running: Collection[int] | None = None
+                ) -> StrandPlan | None:
+    """A plan for `strand-follower` now (`strand_candidates`, `choose_plan`); None if there
+    is none."""
+    candidates = strand_candidates(snapshot, topic, partition, running)
+    return choose_plan(candidates, snapshot.controller, rng) if candidates else None

@@ -136,8 +136,8 @@ class ElectionChecker(AnalysisChecker):
             read_ms = None if last_read is None else test["start_wall_ms"] + last_read / NS_PER_MS
             acknowledged_loss = loss["status"] == "ok"
             # an unacknowledged write is known to have been in the log only from the polls
-            ack_ms = test["start_wall_ms"] + (loss["time"] if acknowledged_loss
-                                              else last_read) / NS_PER_MS
+            known_ns = loss["time"] if acknowledged_loss else loss["last_read"]
+            ack_ms = test["start_wall_ms"] + known_ns / NS_PER_MS
             witness = {**loss["witness"], "topic": topic, "partition": partition}
             if acknowledged_loss:
                 witness["ack_ms"] = round(ack_ms, 3)

@@ -23,8 +23,11 @@ from nemesis.power_loss import CrashLoseUnflushedNemesis
 from nemesis.targeted import (
     DEPOSED_SECONDS,
     QUALIFY_SECONDS,
+    SETTLE_SECONDS,
     STRAND_SECONDS,
     TargetedNemesis,
+    settled,
+    strand_candidates,
     strand_plan,
     strandable,
 )
@@ -196,6 +199,22 @@ def test_strand_plan_needs_every_replica_running_and_strandable_needs_three():
     assert not strandable(snapshot, "t", 2) and not strandable(snapshot, "other")
 
 
+def test_a_partition_settles_after_qualifying_under_one_leader_for_the_hold():
+    def state(leader: int, isr: tuple[int, ...]):
+        return Snapshot(1, 1, frozenset({1, 2, 3}),
+                        (PartitionState("t", 0, leader, 1, isr, (1, 2, 3)),))
+
+    full = strand_candidates(state(1, (1, 2, 3)))
+    ready, since = settled(full, {}, 10.0, 5.0)
+    assert ready == [] and since == {("t", 0, 1): 10.0}
+    ready, since = settled(full, since, 15.0, 5.0)
+    assert ready == full
+    ready, since = settled(strand_candidates(state(1, (1, 2))), since, 16.0, 5.0)
+    assert ready == [] and since == {}, "an ISR that shrank starts over"
+    moved = strand_candidates(state(2, (1, 2, 3)))
+    assert settled(moved, {("t", 0, 1): 0.0}, 16.0, 5.0)[0] == [], "a new leader starts over"
+
+
 def test_strand_follower_waits_for_the_isr_to_fill_again_after_a_heal():
     cluster, nemesis, clock = setup()
     zk = cluster.zk
@@ -209,7 +228,8 @@ def test_strand_follower_waits_for_the_isr_to_fill_again_after_a_heal():
 
     zk._react = rejoin_after_12_s
     value = nemesis.invoke(cluster, {"f": "strand-follower", "value": "leader"})["value"]
-    assert value["waited"] == pytest.approx(12.0, abs=0.3)
+    assert value["waited"] == pytest.approx(12.0 + SETTLE_SECONDS, abs=0.3), \
+        "acts once the full ISR has held for the settle time"
     assert (value["leader"], value["next_leader"], value["stranded"]) == ("n4", "n5", ["n1"])
     assert [e["leader"] for e in value["elections"]] == ["n5", "n1"]
 
