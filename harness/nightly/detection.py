@@ -21,7 +21,8 @@ first op that reveals it (pure functions over a run's history and its witnesses)
   the episode that had acted (its result came) and had not ended by the witness's
   earliest op (the last one started), else the first that started after that op and
   before the reveal. Without one, the time counts from the test's start. The time runs
-  from the episode's request, so a fault that waits before it acts is counted whole.
+  from the episode's request, so a fault that waits while it acts is counted whole; a
+  wait for a target before acting (the result's `waited` seconds) is not the fault's.
 - A run's detection is that of the witness revealed first among the anomaly types that
   matter; checkers keep a few witnesses per type, so it is the first among those kept.
 """
@@ -110,9 +111,15 @@ class _Action:
 
 
 def _action(request: Mapping[str, Any], result: Mapping[str, Any]) -> _Action:
+    """The action of a request and its result; a fault whose result says it `waited`
+    seconds for a target before acting (`strand-follower`) is requested when it acted."""
     f = str(request.get("f"))
-    return _Action(f, str(request.get("fault") or result.get("fault") or f), request["time"],
-                   result["time"], fault_took_effect(result))
+    value = result.get("value")
+    waited = value.get("waited") if isinstance(value, Mapping) else None
+    requested = request["time"] + (int(waited * NS) if isinstance(waited, int | float)
+                                   and not isinstance(waited, bool) and waited > 0 else 0)
+    return _Action(f, str(request.get("fault") or result.get("fault") or f),
+                   min(requested, result["time"]), result["time"], fault_took_effect(result))
 
 
 def _actions(ops: Iterable[Mapping[str, Any]]) -> list[_Action]:
