@@ -78,8 +78,7 @@ class Target(PartitionableNetwork, Killable, HasLeaders, Protocol):
 
 __all__ = ["DEPOSED_SECONDS", "ELECTION_MARGIN", "LAYER", "QUALIFY_POLL", "QUALIFY_SECONDS",
            "SETTLE_SECONDS", "SHRINK_MARGIN", "STRAND_SECONDS", "StrandPlan", "Target",
-           "TargetedNemesis", "choose_plan", "settled", "strand_candidates", "strand_plan",
-           "strandable"]
+           "TargetedNemesis", "choose_plan", "settled", "strand_candidates", "strandable"]
 
 LAYER = "targeted"
 STRAND_SECONDS = 1.0  # stranded followers truncate meanwhile; they stay in the ISR
@@ -356,10 +355,11 @@ def settled(candidates: Sequence[StrandPlan], since: Mapping[tuple[str, int, int
     """The candidates seen qualifying, under the same leader, for `hold` seconds by `now`,
     and the updated first-seen times (`since`: (topic, partition, leader) -> seconds; a
     partition that stopped qualifying starts again)."""
-    seen = {(c[0].topic, c[0].partition, c[0].leader): since.get(
-        (c[0].topic, c[0].partition, c[0].leader), now) for c in candidates}
-    return [c for c in candidates
-            if now - seen[(c[0].topic, c[0].partition, c[0].leader)] >= hold], seen
+    def key(plan: StrandPlan) -> tuple[str, int, int]:
+        return plan[0].topic, plan[0].partition, plan[0].leader
+
+    seen = {key(c): since.get(key(c), now) for c in candidates}
+    return [c for c in candidates if now - seen[key(c)] >= hold], seen
 
 
 def choose_plan(candidates: Sequence[StrandPlan], controller: int | None,
@@ -369,11 +369,3 @@ def choose_plan(candidates: Sequence[StrandPlan], controller: int | None,
     preferred = [c for c in candidates if controller in c[2]]
     return rng.choice(preferred or list(candidates))
 
-
-def strand_plan(snapshot: Snapshot, rng: random.Random, topic: str | None = None,
-                partition: int | None = None, running: Collection[int] | None = None
-                ) -> StrandPlan | None:
-    """A plan for `strand-follower` now (`strand_candidates`, `choose_plan`); None if there
-    is none."""
-    candidates = strand_candidates(snapshot, topic, partition, running)
-    return choose_plan(candidates, snapshot.controller, rng) if candidates else None

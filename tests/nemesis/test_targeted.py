@@ -26,9 +26,9 @@ from nemesis.targeted import (
     SETTLE_SECONDS,
     STRAND_SECONDS,
     TargetedNemesis,
+    choose_plan,
     settled,
     strand_candidates,
-    strand_plan,
     strandable,
 )
 from nemesis.targets import leader_and_followers
@@ -174,26 +174,26 @@ def test_strand_follower_elects_a_follower_cut_off_from_the_leader_before_it():
     assert nemesis.invoke(cluster, {"f": "heal-targeted"})["value"]["started"] == ["n4", "n5"]
 
 
-def test_strand_plan_prefers_a_partition_whose_controller_is_stranded():
+def test_the_plan_prefers_a_partition_whose_controller_is_stranded():
     def state(partition: int, replicas: tuple[int, ...], isr: tuple[int, ...] | None = None):
         return PartitionState("t", partition, replicas[0], 1, isr or replicas, replicas)
 
     partitions = (state(0, (1, 2, 3)), state(1, (2, 3, 1)), state(2, (3, 1, 2)),
                   state(3, (1, 2, 3), (1, 2)), state(4, (1, 2)))
     snapshot = Snapshot(1, 1, frozenset({1, 2, 3}), partitions)
-    assert strand_plan(snapshot, random.Random(3)) == (partitions[1], 3, (1,))
+    assert choose_plan(strand_candidates(snapshot), 1, random.Random(3)) == (partitions[1], 3, (1,))
     leaderless = Snapshot(None, 1, frozenset({1, 2, 3}), partitions[3:])
-    assert strand_plan(leaderless, random.Random(3)) is None, "full ISR of 3 or more needed"
+    assert strand_candidates(leaderless) == [], "full ISR of 3 or more needed"
 
 
-def test_strand_plan_needs_every_replica_running_and_strandable_needs_three():
+def test_a_candidate_needs_every_replica_running_and_strandable_needs_three():
     def state(partition: int, replicas: tuple[int, ...]):
         return PartitionState("t", partition, replicas[0], 1, replicas, replicas)
 
     partitions = (state(0, (1, 2, 3)), state(1, (2, 3, 4)), state(2, (4, 5)))
     snapshot = Snapshot(5, 1, frozenset({1, 2, 3, 4, 5}), partitions)
-    assert strand_plan(snapshot, random.Random(0), running={2, 3, 4}) == (partitions[1], 3, (4,))
-    assert strand_plan(snapshot, random.Random(0), running={1, 2}) is None, \
+    assert strand_candidates(snapshot, running={2, 3, 4}) == [(partitions[1], 3, (4,))]
+    assert strand_candidates(snapshot, running={1, 2}) == [], \
         "a replica killed moments ago is still in the ISR ZooKeeper shows"
     assert strandable(snapshot) and strandable(snapshot, "t", 1)
     assert not strandable(snapshot, "t", 2) and not strandable(snapshot, "other")
