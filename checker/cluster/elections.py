@@ -113,7 +113,8 @@ class ElectionChecker(AnalysisChecker):
         started = time.monotonic()
         default = test.get("acks", "all")
         losses = [loss for loss in counted_losses(test, analysis)
-                  if (loss["status"] == "ok" or loss.get("last_read") is not None)
+                  if (loss["status"] == "ok"
+                      or (loss["status"] == "info" and loss["last_read"] is not None))
                   and acks_label(loss["acks"], default) != "0"]
         events, torn = load_events(opts)
         acknowledged = sum(1 for loss in losses if loss["status"] == "ok")
