@@ -26,7 +26,14 @@ the cluster to react (through ZooKeeper, as nemeses see it) and says what it saw
   released), and a stranded follower is elected, cleanly, without the acknowledged tail.
   With leader-epoch truncation the follower asks the new leader for its epoch's end offset
   first, cannot, and keeps its log. A partition whose controller is one of the stranded
-  followers is preferred, so the cut does not hold up their LeaderAndIsr.
+  followers is preferred, so the cut does not hold up their LeaderAndIsr. A partition
+  qualifies once the op has seen its full ISR, every replica running, for
+  `SETTLE_SECONDS` (clients write through it meanwhile: a leader killed the moment a
+  restarted follower rejoins has acknowledged nothing to lose). When none does yet (after
+  a heal, the brokers it restarted are still starting or catching up), the op waits, at
+  most `QUALIFY_SECONDS`, before it answers "no-target"; at once when none ever can (no
+  partition of three replicas or more). The completion says how long it waited
+  (`waited`).
 - `depose-coordinator` with value "coordinator": isolate the broker coordinating one of
   the run's consumer groups or transactional ids from every node, ZooKeeper included,
   but not from the clients; wait (at most two session timeouts + a margin) until the
@@ -45,7 +52,7 @@ from __future__ import annotations
 
 import random
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import Any, Protocol
 
 from nemesis import grudge as grudges
@@ -69,8 +76,9 @@ class Target(PartitionableNetwork, Killable, HasLeaders, Protocol):
     whose partition leaders they watch."""
 
 
-__all__ = ["DEPOSED_SECONDS", "ELECTION_MARGIN", "LAYER", "SHRINK_MARGIN", "STRAND_SECONDS",
-           "Target", "TargetedNemesis", "strand_plan"]
+__all__ = ["DEPOSED_SECONDS", "ELECTION_MARGIN", "LAYER", "QUALIFY_POLL", "QUALIFY_SECONDS",
+           "SETTLE_SECONDS", "SHRINK_MARGIN", "STRAND_SECONDS", "StrandPlan", "Target",
+           "TargetedNemesis", "choose_plan", "settled", "strand_candidates", "strandable"]
 
 LAYER = "targeted"
 STRAND_SECONDS = 1.0  # stranded followers truncate meanwhile; they stay in the ISR
@@ -78,6 +86,13 @@ SHRINK_MARGIN = 5.0  # seconds beyond replica.lag.time.max.ms to wait for the IS
 ELECTION_MARGIN = 5.0  # seconds beyond two session timeouts to wait for an election
 DEPOSED_SECONDS = 3.0  # clients keep talking to a deposed coordinator meanwhile
 POLL = 0.02  # ZooKeeper polls: a new leader is acted on within tens of milliseconds
+# A broker that `heal-targeted` restarted is back in every ISR by then: its JVM starts and
+# it catches up (Kafka 0.10 took 12 to 15 s on a loaded 2-core machine).
+QUALIFY_SECONDS = 30.0
+QUALIFY_POLL = 0.25  # whole-cluster snapshots while waiting for a partition to qualify
+SETTLE_SECONDS = 5.0  # a full ISR seen this long: clients have written through it
+
+StrandPlan = tuple[PartitionState, int, tuple[int, ...]]
 
 
 class TargetedNemesis(BaseNemesis):
@@ -188,24 +203,44 @@ class TargetedNemesis(BaseNemesis):
     # -- strand followers from the next leader, then kill the leader and the next ----------
 
     def _strand_follower(self, cluster: Target, options: dict) -> dict[str, Any] | str:
-        snapshot = cluster.snapshot()
-        if snapshot is None:
-            return "no-target"
-        plan = strand_plan(snapshot, self.rng, options.get("topic"), options.get("partition"))
+        started = self.clock()
+        plan = self._qualifying(cluster, options.get("topic"), options.get("partition"),
+                                started + QUALIFY_SECONDS)
         if plan is None:
             return "no-target"
+        waited = round(self.clock() - started, 3)
         state, next_leader, stranded = plan
         leader, successor = cluster.broker_node(state.leader), cluster.broker_node(next_leader)
         stranded_nodes = [cluster.broker_node(b) for b in stranded]
-        if not cluster.running(leader):
-            return "no-target"
         self.firewall.set(cluster, LAYER, grudges.between([successor], stranded_nodes))
         try:
             value = self._kill_new_leader(cluster, state, leader, pause=STRAND_SECONDS,
                                           then=lambda: self.firewall.clear(cluster, LAYER))
         finally:
             self.firewall.clear(cluster, LAYER)
-        return {**value, "next_leader": successor, "stranded": stranded_nodes}
+        return {**value, "next_leader": successor, "stranded": stranded_nodes,
+                "waited": waited}
+
+    def _qualifying(self, cluster: Target, topic: str | None, partition: int | None,
+                    deadline: float) -> StrandPlan | None:
+        """A strand plan of a partition seen qualifying for `SETTLE_SECONDS`, polled until
+        one does or `deadline`; None at once when no partition ever can."""
+        since: dict[tuple[str, int, int], float] = {}
+        while True:
+            snapshot = cluster.snapshot()
+            now = self.clock()
+            if snapshot is not None:
+                if not strandable(snapshot, topic, partition):
+                    return None
+                running = {cluster.broker_id(node) for node in cluster.brokers
+                           if cluster.running(node)}
+                candidates = strand_candidates(snapshot, topic, partition, running)
+                ready, since = settled(candidates, since, now, SETTLE_SECONDS)
+                if ready:
+                    return choose_plan(ready, snapshot.controller, self.rng)
+            if now >= deadline:
+                return None
+            self.sleep(QUALIFY_POLL)
 
     # -- isolate a coordinator until another broker coordinates ----------------------------
 
@@ -276,24 +311,61 @@ class TargetedNemesis(BaseNemesis):
             self.sleep(POLL)
 
 
-def strand_plan(snapshot: Snapshot, rng: random.Random, topic: str | None = None,
-                partition: int | None = None
-                ) -> tuple[PartitionState, int, tuple[int, ...]] | None:
-    """A partition for `strand-follower` (of a topic not named "__..." unless given), with
-    a leader and every replica of at least three in its ISR; the follower the controller
-    elects next (first in assignment order); the other followers, to strand. Partitions
-    whose controller is a stranded follower come first; then a random one."""
+def _matches(state: PartitionState, topic: str | None, partition: int | None) -> bool:
+    """A partition that `strand-follower` with `topic` and `partition` (None: any, of a
+    topic not named "__...") may act on, of three replicas or more."""
+    if (topic is not None and state.topic != topic) or \
+            (topic is None and state.topic.startswith("__")) or \
+            (partition is not None and state.partition != partition):
+        return False
+    return len(state.replicas) >= 3
+
+
+def strandable(snapshot: Snapshot, topic: str | None = None,
+               partition: int | None = None) -> bool:
+    """Whether some partition could ever qualify for `strand-follower`: one it may act on
+    has three replicas or more (whatever its leader and ISR now)."""
+    return any(_matches(state, topic, partition) for state in snapshot.partitions)
+
+
+def strand_candidates(snapshot: Snapshot, topic: str | None = None,
+                      partition: int | None = None, running: Collection[int] | None = None
+                      ) -> list[StrandPlan]:
+    """The plans `strand-follower` may act on now: partitions (of a topic not named "__..."
+    unless given) with a leader and every replica of at least three in the ISR, and, given
+    `running` (broker ids whose process runs), every replica running; each with the
+    follower the controller elects next (first in assignment order) and the other
+    followers, to strand."""
     candidates = []
     for state in snapshot.partitions:
-        if (topic is not None and state.topic != topic) or \
-                (topic is None and state.topic.startswith("__")) or \
-                (partition is not None and state.partition != partition):
+        if not _matches(state, topic, partition):
             continue
-        if state.leader < 0 or len(state.replicas) < 3 or set(state.isr) != set(state.replicas):
+        if state.leader < 0 or set(state.isr) != set(state.replicas):
+            continue
+        if running is not None and not set(state.replicas) <= set(running):
             continue
         followers = [b for b in state.replicas if b != state.leader]
         candidates.append((state, followers[0], tuple(followers[1:])))
-    if not candidates:
-        return None
-    preferred = [c for c in candidates if snapshot.controller in c[2]]
-    return rng.choice(preferred or candidates)
+    return candidates
+
+
+def settled(candidates: Sequence[StrandPlan], since: Mapping[tuple[str, int, int], float],
+            now: float, hold: float
+            ) -> tuple[list[StrandPlan], dict[tuple[str, int, int], float]]:
+    """The candidates seen qualifying, under the same leader, for `hold` seconds by `now`,
+    and the updated first-seen times (`since`: (topic, partition, leader) -> seconds; a
+    partition that stopped qualifying starts again)."""
+    def key(plan: StrandPlan) -> tuple[str, int, int]:
+        return plan[0].topic, plan[0].partition, plan[0].leader
+
+    seen = {key(c): since.get(key(c), now) for c in candidates}
+    return [c for c in candidates if now - seen[key(c)] >= hold], seen
+
+
+def choose_plan(candidates: Sequence[StrandPlan], controller: int | None,
+                rng: random.Random) -> StrandPlan:
+    """One of `candidates`: those whose controller is a stranded follower first, then a
+    random one."""
+    preferred = [c for c in candidates if controller in c[2]]
+    return rng.choice(preferred or list(candidates))
+

@@ -1,11 +1,14 @@
 """The election checker: which controller election dropped each lost acknowledged write.
 
-Every acknowledged send that was lost (see `checker.queue.acks.counted_losses`) is
-joined with the controller event logs: its key's partition
+Every committed send that was lost (see `checker.queue.acks.counted_losses`) is
+joined with the controller event logs: an acknowledged one, or one of unknown outcome
+(info) that a poll read (consumers read only what the high watermark covers, so it was
+committed though its acknowledgement never came). Its key's partition
 (`test["key_partitions"]`, {key: [topic, partition]}; default topic "kchaos",
 partition = key) and its acknowledgement's wall-clock time
-(`test["start_wall_ms"]` + the op's `time` in ns) and, for a write polls read
-before it was overwritten, the last of those polls pick the first leader change
+(`test["start_wall_ms"]` + the op's `time` in ns; none for an unacknowledged one) and,
+for a write polls read before it was overwritten, the last of those polls pick the
+first leader change
 of that partition at or after the write was last known to be in the log: the
 election that dropped it (an election the write outlived, as a later poll
 shows, did not drop it; we know neither replica's log, so "its new leader did
@@ -110,9 +113,14 @@ class ElectionChecker(AnalysisChecker):
         started = time.monotonic()
         default = test.get("acks", "all")
         losses = [loss for loss in counted_losses(test, analysis)
-                  if loss["status"] == "ok" and acks_label(loss["acks"], default) != "0"]
+                  if (loss["status"] == "ok"
+                      or (loss["status"] == "info" and loss["last_read"] is not None))
+                  and acks_label(loss["acks"], default) != "0"]
         events, torn = load_events(opts)
-        stats: dict[str, Any] = {"lost-acknowledged": len(losses), "torn-event-lines": torn}
+        acknowledged = sum(1 for loss in losses if loss["status"] == "ok")
+        stats: dict[str, Any] = {"lost-acknowledged": acknowledged,
+                                 "lost-read-unacknowledged": len(losses) - acknowledged,
+                                 "torn-event-lines": torn}
         if not losses:
             return Result(True, stats=stats, seconds=time.monotonic() - started)
         if test.get("start_wall_ms") is None:
@@ -125,13 +133,17 @@ class ElectionChecker(AnalysisChecker):
         by_election: dict[tuple, dict[str, Any]] = {}
         for loss in losses:
             topic, partition = partition_of(test, loss["key"])
-            ack_ms = test["start_wall_ms"] + loss["time"] / NS_PER_MS
             last_read = loss.get("last_read")
             read_ms = None if last_read is None else test["start_wall_ms"] + last_read / NS_PER_MS
+            acknowledged_loss = loss["status"] == "ok"
+            # an unacknowledged write is known to have been in the log only from the polls
+            known_ns = loss["time"] if acknowledged_loss else loss["last_read"]
+            ack_ms = test["start_wall_ms"] + known_ns / NS_PER_MS
+            witness = {**loss["witness"], "topic": topic, "partition": partition}
+            if acknowledged_loss:
+                witness["ack_ms"] = round(ack_ms, 3)
             election, zombie = attribute(changes.get((topic, partition), []), ack_ms,
                                          _broker_id(test, loss["node"]), read_ms)
-            witness = {**loss["witness"], "topic": topic, "partition": partition,
-                       "ack_ms": round(ack_ms, 3)}
             if read_ms is not None:
                 witness["last_read_ms"] = round(read_ms, 3)
             if election is None:

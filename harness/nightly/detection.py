@@ -9,7 +9,9 @@ first op that reveals it (pure functions over a run's history and its witnesses)
   of its result (the rule the `faults` checker counts by).
 - The op that reveals a witness: for a lost write below the highest offset read
   (`max-read-offset`), the first read of its key at a higher offset after the send; for
-  a write overwritten (`overwritten-by`), the read that saw the other value; for another
+  a write overwritten (`overwritten-by`), the first read that saw another value at its
+  offset after the last read that saw it there (the witness names the latest read, often
+  a final one); for another
   loss (`unseen`, and the loss types of the acks and elections checkers: `lost-*`,
   `*-loss`), the history's last read (the final reads end without it); for any other
   witness, the latest of the ops it names (the op that completes a cycle, the read that
@@ -19,7 +21,8 @@ first op that reveals it (pure functions over a run's history and its witnesses)
   the episode that had acted (its result came) and had not ended by the witness's
   earliest op (the last one started), else the first that started after that op and
   before the reveal. Without one, the time counts from the test's start. The time runs
-  from the episode's request, so a fault that waits before it acts is counted whole.
+  from the episode's request, so a fault that waits while it acts is counted whole; a
+  wait for a target before acting (the result's `waited` seconds) is not the fault's.
 - A run's detection is that of the witness revealed first among the anomaly types that
   matter; checkers keep a few witnesses per type, so it is the first among those kept.
 """
@@ -56,31 +59,44 @@ class Episode:
 @dataclass
 class HistoryScan:
     """What detection needs of a history: every op's time, every ok read's highest offset
-    per key (time, index, offset, in history order), the last ok read (time, index), the
-    fault episodes that took effect (by start), the client invocations and the last op's
-    time."""
+    per key (time, index, offset, in history order), the values ok reads saw at each
+    (key, offset) (time, index, value, in history order, a read kept only when the value
+    differs from the one before), the last ok read (time, index), the fault episodes that
+    took effect (by start), the client invocations and the last op's time."""
 
     times: dict[int, int]
     reads: dict[str, list[tuple[int, int, int]]]
+    values: dict[tuple[str, int], list[tuple[int, int, Any]]]
     last_read: tuple[int, int] | None
     episodes: list[Episode]
     client_ops: int
     end_ns: int
 
 
-def _highest_offsets(value: Any) -> dict[str, int]:
-    """Key -> the highest offset a read's poll micro-ops returned."""
-    found: dict[str, int] = {}
+def _polled(value: Any) -> dict[str, list[tuple[int, Any]]]:
+    """Key -> the (offset, value) pairs a read's poll micro-ops returned."""
+    found: dict[str, list[tuple[int, Any]]] = {}
     for micro in value if isinstance(value, list) else ():
         if not (isinstance(micro, list) and len(micro) >= 2 and micro[0] == "poll"
                 and isinstance(micro[1], Mapping)):
             continue
         for key, pairs in micro[1].items():
-            offsets = [pair[0] for pair in pairs if isinstance(pair, list) and pair
-                       and isinstance(pair[0], int)] if isinstance(pairs, list) else []
-            if offsets:
-                found[str(key)] = max(found.get(str(key), -1), max(offsets))
+            found.setdefault(str(key), []).extend(
+                (pair[0], pair[1]) for pair in (pairs if isinstance(pairs, list) else ())
+                if isinstance(pair, list) and len(pair) >= 2 and isinstance(pair[0], int))
     return found
+
+
+def _record_read(scan: HistoryScan, time: int, index: int, value: Any) -> None:
+    """An ok read into `scan`: its highest offset per key, the values it saw that changed."""
+    for key, pairs in _polled(value).items():
+        if not pairs:
+            continue
+        scan.reads.setdefault(key, []).append((time, index, max(p[0] for p in pairs)))
+        for offset, seen in pairs:
+            history = scan.values.setdefault((key, offset), [])
+            if not history or history[-1][2] != seen:
+                history.append((time, index, seen))
 
 
 @dataclass(frozen=True)
@@ -95,9 +111,15 @@ class _Action:
 
 
 def _action(request: Mapping[str, Any], result: Mapping[str, Any]) -> _Action:
+    """The action of a request and its result; a fault whose result says it `waited`
+    seconds for a target before acting (`strand-follower`) is requested when it acted."""
     f = str(request.get("f"))
-    return _Action(f, str(request.get("fault") or result.get("fault") or f), request["time"],
-                   result["time"], fault_took_effect(result))
+    value = result.get("value")
+    waited = value.get("waited") if isinstance(value, Mapping) else None
+    requested = request["time"] + (int(waited * NS) if isinstance(waited, int | float)
+                                   and not isinstance(waited, bool) and waited > 0 else 0)
+    return _Action(f, str(request.get("fault") or result.get("fault") or f),
+                   min(requested, result["time"]), result["time"], fault_took_effect(result))
 
 
 def _actions(ops: Iterable[Mapping[str, Any]]) -> list[_Action]:
@@ -137,11 +159,8 @@ def episodes(ops: Iterable[Mapping[str, Any]]) -> list[Episode]:
 def scan_history(path: Path) -> HistoryScan | None:
     """The scan of a history file (None when it cannot be read); torn lines are skipped,
     the checkers judge the history itself."""
-    times: dict[int, int] = {}
-    reads: dict[str, list[tuple[int, int, int]]] = {}
+    scan = HistoryScan({}, {}, {}, None, [], 0, 0)
     nemesis: list[dict[str, Any]] = []
-    last_read = None
-    invokes = 0
     try:
         with open(path, encoding="utf-8") as handle:
             for line in handle:
@@ -153,22 +172,22 @@ def scan_history(path: Path) -> HistoryScan | None:
                     continue
                 time, index = op.get("time"), op.get("index")
                 if isinstance(time, int) and isinstance(index, int):
-                    times[index] = time
+                    scan.times[index] = time
                 if op.get("process") == NEMESIS:
                     if isinstance(time, int):
                         nemesis.append(op)
                     continue
                 if op.get("type") == "invoke":
-                    invokes += 1
+                    scan.client_ops += 1
                 elif op.get("type") == "ok" and op.get("f") in READS and \
                         isinstance(time, int) and isinstance(index, int):
-                    last_read = (time, index)
-                    for key, offset in _highest_offsets(op.get("value")).items():
-                        reads.setdefault(key, []).append((time, index, offset))
+                    scan.last_read = (time, index)
+                    _record_read(scan, time, index, op.get("value"))
     except OSError:
         return None
-    return HistoryScan(times, reads, last_read, episodes(nemesis), invokes,
-                       max(times.values(), default=0))
+    scan.episodes = episodes(nemesis)
+    scan.end_ns = max(scan.times.values(), default=0)
+    return scan
 
 
 @dataclass(frozen=True)
@@ -201,6 +220,12 @@ def _reveal(kind: str, witness: Mapping[str, Any], ops: list[int],
     if "max-read-offset" in witness and isinstance(offset, int):
         for time, index, highest in reads:
             if time >= first and highest > offset:
+                return time, index
+    elif "overwritten-by" in witness and isinstance(offset, int):
+        seen = scan.values.get((str(key), offset), [])
+        own = [at for at, (_, _, value) in enumerate(seen) if value == witness.get("value")]
+        for time, index, value in seen[own[-1] + 1 if own else 0:]:
+            if time >= first and value != witness.get("value"):
                 return time, index
     elif "overwritten-by" not in witness and (kind == "unseen" or kind.startswith("lost-")
                                               or kind.endswith("-loss")):

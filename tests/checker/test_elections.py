@@ -202,3 +202,24 @@ def test_a_loss_is_blamed_on_the_election_after_a_poll_last_read_it_not_the_firs
     [witness] = result.anomalies["unclean-election-loss"].examples
     assert witness["election"]["leader_epoch"] == 4
     assert witness["last_read_ms"] == START_MS + read_ms
+
+
+def test_a_read_write_whose_acknowledgement_never_came_is_attributed_from_its_last_read(
+        tmp_path):
+    b = Builder()
+    b.invoke(0, "send", [["send", 1, 10]])
+    b.poll(1, {1: [(0, 10)]})
+    read_ms = b.time / 1e6
+    b.complete(0, "send", "info", [["send", 1, 10]], error="_TRANSPORT")
+    b.send(2, 1, 11, 0)
+    b.poll(1, {1: [(0, 11)]})
+    events = [election(read_ms + 500, unclean=False), election(read_ms + 900, unclean=False,
+                                                                 old=2, new=3, epoch=4)]
+    result = ElectionChecker().check(config_of(False, min_isr=2), b.ops,
+                                     {"event_logs": [_log(tmp_path, events)]})
+    assert result.valid is False
+    [witness] = result.anomalies["clean-election-loss"].examples
+    assert witness["value"] == 10 and "ack_ms" not in witness
+    assert witness["election"]["leader_epoch"] == 3, "the first election after the read"
+    assert (result.stats["lost-acknowledged"], result.stats["lost-read-unacknowledged"]) == (0, 1)
+

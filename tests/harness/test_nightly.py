@@ -464,6 +464,49 @@ def test_an_election_names_the_episode_that_caused_the_loss(tmp_path):
     assert facts.detection["fault"] is None and facts.detection_s == 30.0
 
 
+def test_an_overwritten_write_is_revealed_by_the_first_read_of_another_value_at_its_offset(
+        tmp_path):
+    # value 10 acked at offset 0 and read at 3 s; a strand at 5 s; a read at 9 s sees it
+    # again, one at 20 s sees 11 there; the witness names the final read at 50 s
+    history = write_history(tmp_path / "h.jsonl", [
+        (1 * S, "invoke", 0, "send", [["send", 1, 10]]),
+        (2 * S, "ok", 0, "send", [["send", 1, [0, 10]]]),
+        (3 * S, "ok", 1, "poll", [["poll", {"1": [[0, 10]]}]]),
+        (5 * S, "info", "nemesis", "strand-follower", "leader"),
+        (8 * S, "info", "nemesis", "strand-follower", {"n1": "killed"}),
+        (9 * S, "ok", 1, "poll", [["poll", {"1": [[0, 10]], "2": [[0, 12]]}]]),
+        (20 * S, "ok", 2, "poll", [["poll", {"1": [[0, 11], [1, 13]]}]]),
+        (50 * S, "ok", 2, "poll", [["poll", {"1": [[0, 11], [1, 13]]}]])])
+    cell = cell_of('{anomalies = ["lost-write"], within = 20}',
+                   extra='options = {nemesis = "strand-follower"}')
+    witness = {"key": 1, "value": 10, "offset": 0, "overwritten-by": 11, "ops": [1, 2, 7]}
+    body = results(False, {"queue": {"lost-write": {"count": 1, "examples": [witness]}}},
+                   took_effect={"strand-follower": 1})
+    facts = facts_of(body, cell, history)
+    assert facts.detection == {"type": "lost-write", "reveal_op": 6, "reveal_s": 20.0,
+                               "fault": "strand-follower", "fault_start_s": 5.0,
+                               "seconds": 15.0}
+    assert run_meets(cell.expect, facts)
+
+
+def test_a_fault_that_waited_for_a_target_starts_when_it_acted(tmp_path):
+    # requested at 5 s, it waited 10 s for a partition to qualify, acted at 15 s
+    history = write_history(tmp_path / "h.jsonl", [
+        (1 * S, "invoke", 0, "send", [["send", 1, 10]]),
+        (2 * S, "ok", 0, "send", [["send", 1, [0, 10]]]),
+        (5 * S, "info", "nemesis", "strand-follower", "leader"),
+        (27 * S, "info", "nemesis", "strand-follower", {"n1": "killed", "waited": 10.0}),
+        (40 * S, "ok", 2, "poll", [["poll", {"1": [[0, 11]]}]])])
+    cell = cell_of('{anomalies = ["lost-write"], within = 30}',
+                   extra='options = {nemesis = "strand-follower"}')
+    witness = {"key": 1, "value": 10, "offset": 0, "overwritten-by": 11, "ops": [1, 4]}
+    body = results(False, {"queue": {"lost-write": {"count": 1, "examples": [witness]}}},
+                   took_effect={"strand-follower": 1})
+    facts = facts_of(body, cell, history)
+    assert facts.detection["fault_start_s"] == 15.0 and facts.detection_s == 25.0
+    assert run_meets(cell.expect, facts)
+
+
 def test_a_cycle_is_revealed_by_its_last_op_and_a_fault_in_force_caused_it(tmp_path):
     history = write_history(tmp_path / "h.jsonl", [
         (1 * S, "info", "nemesis", "start-partition", {"n1": ["n2"]}),

@@ -20,7 +20,17 @@ from nemesis.consumers import NO_COORDINATED, Consumers
 from nemesis.package import FAULTS, GROUPS, expand, package
 from nemesis.partition import Firewall
 from nemesis.power_loss import CrashLoseUnflushedNemesis
-from nemesis.targeted import DEPOSED_SECONDS, STRAND_SECONDS, TargetedNemesis, strand_plan
+from nemesis.targeted import (
+    DEPOSED_SECONDS,
+    QUALIFY_SECONDS,
+    SETTLE_SECONDS,
+    STRAND_SECONDS,
+    TargetedNemesis,
+    choose_plan,
+    settled,
+    strand_candidates,
+    strandable,
+)
 from nemesis.targets import leader_and_followers
 from tests.support.fake_cluster import FakeCluster, FakeResult
 
@@ -164,16 +174,81 @@ def test_strand_follower_elects_a_follower_cut_off_from_the_leader_before_it():
     assert nemesis.invoke(cluster, {"f": "heal-targeted"})["value"]["started"] == ["n4", "n5"]
 
 
-def test_strand_plan_prefers_a_partition_whose_controller_is_stranded():
+def test_the_plan_prefers_a_partition_whose_controller_is_stranded():
     def state(partition: int, replicas: tuple[int, ...], isr: tuple[int, ...] | None = None):
         return PartitionState("t", partition, replicas[0], 1, isr or replicas, replicas)
 
     partitions = (state(0, (1, 2, 3)), state(1, (2, 3, 1)), state(2, (3, 1, 2)),
                   state(3, (1, 2, 3), (1, 2)), state(4, (1, 2)))
     snapshot = Snapshot(1, 1, frozenset({1, 2, 3}), partitions)
-    assert strand_plan(snapshot, random.Random(3)) == (partitions[1], 3, (1,))
+    assert choose_plan(strand_candidates(snapshot), 1, random.Random(3)) == (partitions[1], 3, (1,))
     leaderless = Snapshot(None, 1, frozenset({1, 2, 3}), partitions[3:])
-    assert strand_plan(leaderless, random.Random(3)) is None, "full ISR of 3 or more needed"
+    assert strand_candidates(leaderless) == [], "full ISR of 3 or more needed"
+
+
+def test_a_candidate_needs_every_replica_running_and_strandable_needs_three():
+    def state(partition: int, replicas: tuple[int, ...]):
+        return PartitionState("t", partition, replicas[0], 1, replicas, replicas)
+
+    partitions = (state(0, (1, 2, 3)), state(1, (2, 3, 4)), state(2, (4, 5)))
+    snapshot = Snapshot(5, 1, frozenset({1, 2, 3, 4, 5}), partitions)
+    assert strand_candidates(snapshot, running={2, 3, 4}) == [(partitions[1], 3, (4,))]
+    assert strand_candidates(snapshot, running={1, 2}) == [], \
+        "a replica killed moments ago is still in the ISR ZooKeeper shows"
+    assert strandable(snapshot) and strandable(snapshot, "t", 1)
+    assert not strandable(snapshot, "t", 2) and not strandable(snapshot, "other")
+
+
+def test_a_partition_settles_after_qualifying_under_one_leader_for_the_hold():
+    def state(leader: int, isr: tuple[int, ...]):
+        return Snapshot(1, 1, frozenset({1, 2, 3}),
+                        (PartitionState("t", 0, leader, 1, isr, (1, 2, 3)),))
+
+    full = strand_candidates(state(1, (1, 2, 3)))
+    ready, since = settled(full, {}, 10.0, 5.0)
+    assert ready == [] and since == {("t", 0, 1): 10.0}
+    ready, since = settled(full, since, 15.0, 5.0)
+    assert ready == full
+    ready, since = settled(strand_candidates(state(1, (1, 2))), since, 16.0, 5.0)
+    assert ready == [] and since == {}, "an ISR that shrank starts over"
+    moved = strand_candidates(state(2, (1, 2, 3)))
+    assert settled(moved, {("t", 0, 1): 0.0}, 16.0, 5.0)[0] == [], "a new leader starts over"
+
+
+def test_strand_follower_waits_for_the_isr_to_fill_again_after_a_heal():
+    cluster, nemesis, clock = setup()
+    zk = cluster.zk
+    zk.state["isr"] = [4]
+    react = zk._react
+
+    def rejoin_after_12_s() -> None:
+        if clock.now >= 12.0 and zk.state["leader_epoch"] == 3:
+            zk.state["isr"] = [4, 5, 1]
+        react()
+
+    zk._react = rejoin_after_12_s
+    value = nemesis.invoke(cluster, {"f": "strand-follower", "value": "leader"})["value"]
+    assert value["waited"] == pytest.approx(12.0 + SETTLE_SECONDS, abs=0.3), \
+        "acts once the full ISR has held for the settle time"
+    assert (value["leader"], value["next_leader"], value["stranded"]) == ("n4", "n5", ["n1"])
+    assert [e["leader"] for e in value["elections"]] == ["n5", "n1"]
+
+
+def test_strand_follower_answers_no_target_when_nothing_qualifies_within_its_bound():
+    cluster, nemesis, clock = setup()
+    cluster.zk.state["isr"] = [4, 5]
+    done = nemesis.invoke(cluster, {"f": "strand-follower", "value": "leader"})
+    assert done["value"] == "no-target"
+    assert QUALIFY_SECONDS <= clock.now <= QUALIFY_SECONDS + 1
+    assert all(cluster.running(n) for n in cluster.brokers) and not any(
+        cluster.remote.drops.values())
+
+
+def test_strand_follower_answers_no_target_at_once_when_no_partition_ever_can():
+    cluster, nemesis, clock = setup()
+    cluster.zk.znodes["/brokers/topics/t"] = b'{"version":2,"partitions":{"0":[4,5]}}'
+    done = nemesis.invoke(cluster, {"f": "strand-follower", "value": "leader"})
+    assert done["value"] == "no-target" and clock.now == 0.0
 
 
 def test_an_election_that_never_comes_times_out():
