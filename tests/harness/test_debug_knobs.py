@@ -89,12 +89,14 @@ def test_the_group_commit_run_deposes_the_coordinator_once_the_group_commits():
     assert len(starts) == 1 and 6e9 < starts[0] < 10e9
 
 
-# Knobs whose 15 s run does not show the defect reliably yet (seed 1: no rewind of a
-# commit; only allowed G0 and int-send-skip with fencing skipped; the flushed control run
-# not tried): run by `make test-long` until their runs are made reliable.
+# Knobs whose short run does not show the defect reliably yet (ack-commit-before-replication:
+# the deposed coordinator acknowledges only the few commits its members make before their
+# sends to its partitions stall, so a run shows one rewind or none, and none when a loaded
+# machine forms the group after the depose; skip-epoch-fencing, seed 1: only allowed G0
+# and int-send-skip with fencing skipped): run by `make test-long` until their runs are
+# made reliable.
 NOT_YET_RELIABLE = frozenset({"kchaos.debug.ack-commit-before-replication",
-                              "kchaos.debug.skip-epoch-fencing",
-                              "kchaos.debug.lose-unflushed-on-crash"})
+                              "kchaos.debug.skip-epoch-fencing"})
 
 
 @pytest.mark.cluster
