@@ -87,9 +87,19 @@ class GroupOffsets:
             return results
         in_log: list[int] = []
         group.commits_in_flight.update(accepted.keys())
+
+        def unreplicated(log_offset: int, high_watermark: int) -> None:
+            self.events.write(
+                "commit-acked-unreplicated", group=group_id, generation=generation,
+                member=member_id, offsets_partition=self.partition_of(group_id),
+                log_offset=log_offset, high_watermark=high_watermark,
+                offsets=[[topic, index, commit.offset]
+                         for (topic, index), commit in sorted(accepted.items())],
+                cause="kchaos.debug.ack-commit-before-replication")
+
         try:
             code = await self.store.append(self.partition_of(group_id), records,
-                                           appended=in_log.append)
+                                           appended=in_log.append, unreplicated=unreplicated)
         finally:
             group.commits_in_flight.subtract(accepted.keys())
             group.commits_in_flight = +group.commits_in_flight  # counts above zero only

@@ -19,7 +19,9 @@ stay pending (Kafka's loadGroupsAndOffsets).
 
 With `ack_before_replication` (the seeded defect `kchaos.debug.ack-commit-before-replication`)
 `append` answers as soon as the leader has appended, before any follower has the batch:
-commits are acknowledged before they are durable.
+commits are acknowledged before they are durable. `append` tells its caller
+(`unreplicated`) each time the defect acts: it acknowledges a batch the high watermark does
+not cover yet.
 """
 
 from __future__ import annotations
@@ -175,10 +177,12 @@ class OffsetsLog:
 
     async def append(self, index: int, records: list[tuple[bytes, bytes | None]],
                      producer_id: int = NO_PRODUCER_ID, producer_epoch: int = -1,
-                     appended: Callable[[int], None] | None = None) -> int:
+                     appended: Callable[[int], None] | None = None,
+                     unreplicated: Callable[[int, int], None] | None = None) -> int:
         """Append `records` as one batch (transactional for `producer_id`), tell `appended`
-        its base offset, and wait until it is committed (not with `ack_before_replication`);
-        the raw error."""
+        its base offset, and wait until it is committed; the raw error. With
+        `ack_before_replication` it answers at once, telling `unreplicated` (the batch's
+        base offset, the high watermark) when the high watermark does not cover it."""
         batch = build_batch(records, int(time.time() * 1000), producer_id, producer_epoch)
         if len(batch) > self.max_batch_bytes:
             return ErrorCode.RECORD_LIST_TOO_LARGE
@@ -189,7 +193,11 @@ class OffsetsLog:
             return exc.code
         if appended is not None:
             appended(result.base_offset)
-        if self.ack_before_replication or partition.high_watermark > result.last_offset:
+        if partition.high_watermark > result.last_offset:
+            return ErrorCode.NONE
+        if self.ack_before_replication:
+            if unreplicated is not None:
+                unreplicated(result.base_offset, partition.high_watermark)
             return ErrorCode.NONE
         waiter = partition.delayed_produce.add(result.last_offset + 1)
         try:

@@ -31,6 +31,14 @@ own anomaly (`attributed_to = "fencing-skipped"`) rather than any anomaly its fa
                    served records past the last stable offset or of aborted
                    transactions). A witness names an offset in that range of a key of
                    that partition.
+  commit-acked-unreplicated  `commit-acked-unreplicated`
+                   (`kchaos.debug.ack-commit-before-replication`: the group coordinator
+                   acknowledged an offset commit its `__consumer_offsets` followers did
+                   not have yet). Ties the groups checker's `commit-rewind` and
+                   `resume-rewind`: the witness's group committed, in that event, the
+                   next offset the group went back from (a commit-rewind's earlier
+                   offset, a resume-rewind's committed offset) on its key's partition,
+                   before the witness's last op.
 
 Each tied witness is reported under the defect's name with the anomaly type it ties
 (`type`) and the event (`event`); any tied witness makes the run invalid, as the
@@ -48,6 +56,7 @@ from typing import Any, ClassVar
 from checker.cluster.elections import NS_PER_MS, partition_of
 from checker.cluster.event_log import ControllerEvent, load_events
 from checker.core import Memo, Result, condense
+from checker.groups.checker import GroupsChecker
 from checker.history import Op
 from checker.queue.acks import counted_losses
 from checker.queue.analysis import QueueAnalysis, allowed_anomalies, analyse, judged
@@ -57,7 +66,12 @@ __all__ = ["DEFECT_EVENTS", "DefectChecker", "ZOMBIE_MS"]
 
 # The defect each event names, by event.
 DEFECT_EVENTS = {"txn-fencing-skipped": "fencing-skipped", "unflushed-lost": "unflushed-lost",
-                 "read-uncommitted-leaked": "read-uncommitted-leak"}
+                 "read-uncommitted-leaked": "read-uncommitted-leak",
+                 "commit-acked-unreplicated": "commit-acked-unreplicated"}
+# The events of the group coordinator's seeded defect, which tie the groups checker's
+# rewinds (the other defects tie queue anomalies).
+GROUP_EVENTS = frozenset({"commit-acked-unreplicated"})
+GROUP_REWINDS = ("commit-rewind", "resume-rewind")
 # How long after its op ended a transaction's abandoned producer may still act: the
 # workload keeps such zombies retrying their commit or abort for 30 s.
 ZOMBIE_MS = 30_000
@@ -81,26 +95,39 @@ class DefectChecker:
         if test.get("start_wall_ms") is None:
             return Result("unknown", stats=stats, seconds=time.monotonic() - started,
                           error="test has no start_wall_ms: cannot align ops with events")
-        analysis = _analysis(test, history, opts)
-        if analysis.unknown:
-            return Result("unknown", stats=stats, seconds=time.monotonic() - started,
-                          error="; ".join(analysis.unknown))
-        spans = _txn_spans(history, test["start_wall_ms"])
-        held = _HeldKeys.of(history, spans)
         found: dict[str, list[dict[str, Any]]] = {}
-        for kind, witness in failing_witnesses(test, analysis):
-            for event in defect_events:
-                defect = DEFECT_EVENTS[event.event]
-                if _ties(defect, event, witness, test, spans, held):
-                    found.setdefault(defect, []).append(
-                        {"type": kind, **witness, "event": {
-                            k: v for k, v in event.to_json().items() if v is not None}})
-                    break
+        queue_events = [e for e in defect_events if e.event not in GROUP_EVENTS]
+        if queue_events:
+            analysis = _analysis(test, history, opts)
+            if analysis.unknown:
+                return Result("unknown", stats=stats, seconds=time.monotonic() - started,
+                              error="; ".join(analysis.unknown))
+            spans = _txn_spans(history, test["start_wall_ms"])
+            held = _HeldKeys.of(history, spans)
+            for kind, witness in failing_witnesses(test, analysis):
+                for event in queue_events:
+                    defect = DEFECT_EVENTS[event.event]
+                    if _ties(defect, event, witness, test, spans, held):
+                        found.setdefault(defect, []).append(_tied(kind, witness, event))
+                        break
+        group_events = [e for e in defect_events if e.event in GROUP_EVENTS]
+        if group_events:
+            times = {op.index: op.time for op in history}
+            for kind, witness in group_rewinds(test, history, opts):
+                acked = _commit_lost(kind, witness, group_events, test, times)
+                if acked is not None:
+                    found.setdefault(DEFECT_EVENTS[acked.event], []).append(
+                        _tied(kind, witness, acked))
         anomalies = {name: condense(sorted(ws, key=lambda w: w["ops"]))
                      for name, ws in sorted(found.items())}
         stats["tied"] = {name: len(ws) for name, ws in sorted(found.items())}
         return Result(valid=not anomalies, anomalies=anomalies, stats=stats,
                       seconds=time.monotonic() - started)
+
+
+def _tied(kind: str, witness: Mapping[str, Any], event: ControllerEvent) -> dict[str, Any]:
+    return {"type": kind, **witness,
+            "event": {k: v for k, v in event.to_json().items() if v is not None}}
 
 
 def _analysis(test: Mapping[str, Any], history: Sequence[Op],
@@ -126,6 +153,38 @@ def failing_witnesses(test: Mapping[str, Any], analysis: QueueAnalysis
             continue
         for witness in anomaly.examples:
             yield kind, witness
+
+
+def group_rewinds(test: Mapping[str, Any], history: Sequence[Op], opts: Mapping[str, Any]
+                  ) -> Iterable[tuple[str, dict[str, Any]]]:
+    """(type, witness) of the groups checker's commit-rewind and resume-rewind witnesses."""
+    result = GroupsChecker().check(test, history, opts)
+    for kind in GROUP_REWINDS:
+        anomaly = result.anomalies.get(kind)
+        for witness in anomaly.examples if anomaly is not None else ():
+            yield kind, witness
+
+
+def _commit_lost(kind: str, witness: Mapping[str, Any], events: Sequence[ControllerEvent],
+                 test: Mapping[str, Any], times: Mapping[int, int]) -> ControllerEvent | None:
+    """The first `commit-acked-unreplicated` event in which the witness's group committed
+    the offset it went back from on its key's partition, before its last op (`times`:
+    op index -> ns) ended."""
+    offsets = witness.get("offsets") or [None]
+    lost = offsets[0] if kind == "commit-rewind" else witness.get("committed")
+    key, ops = witness.get("key"), witness.get("ops") or []
+    if not isinstance(lost, int) or key is None or not ops:
+        return None
+    last = max((times[i] for i in ops if i in times), default=None)
+    if last is None:
+        return None
+    revealed_ms = test["start_wall_ms"] + last / NS_PER_MS
+    topic, partition = partition_of(test, key)
+    for event in events:
+        if (event.details.get("group") == witness.get("group") and event.time <= revealed_ms
+                and [topic, partition, lost] in (event.details.get("offsets") or [])):
+            return event
+    return None
 
 
 def _txn_spans(history: Sequence[Op], start_wall_ms: float

@@ -57,7 +57,8 @@ class MemoryOffsetsLog:
         return base
 
     async def append(self, index: int, records: list[tuple[bytes, bytes | None]],
-                     producer_id: int = -1, producer_epoch: int = -1, appended=None) -> int:
+                     producer_id: int = -1, producer_epoch: int = -1, appended=None,
+                     unreplicated=None) -> int:
         if not self.fail_with:
             base = self.write(index, build_batch(records, 0, producer_id, producer_epoch))
             if appended is not None:

@@ -26,6 +26,7 @@ BASE = ("broker.id=1\nlisteners=PLAINTEXT://127.0.0.1:9092,CONTROLLER://127.0.0.
 
 @dataclass
 class Appended:
+    base_offset: int
     last_offset: int
 
 
@@ -52,7 +53,7 @@ class LonelyLeader:
 
     def append_as_leader(self, batch: bytes, required_acks: int) -> Appended:
         self.log_end_offset += 1
-        return Appended(self.log_end_offset - 1)
+        return Appended(self.log_end_offset - 1, self.log_end_offset - 1)
 
 
 @dataclass
@@ -60,8 +61,8 @@ class Replicas:
     partitions: dict = field(default_factory=lambda: {(OFFSETS_TOPIC, 0): LonelyLeader()})
 
 
-def append(store: OffsetsLog) -> int:
-    return asyncio.run(store.append(0, [(b"key", b"value")]))
+def append(store: OffsetsLog, unreplicated=None) -> int:
+    return asyncio.run(store.append(0, [(b"key", b"value")], unreplicated=unreplicated))
 
 
 def test_the_knob_parses_and_is_off_by_default():
@@ -80,6 +81,17 @@ def test_with_the_knob_an_unreplicated_commit_is_acknowledged_at_once():
     assert append(store) == ErrorCode.NONE
     assert time.monotonic() - started < 1
     assert replicas.partitions[(OFFSETS_TOPIC, 0)].high_watermark == 0
+
+
+def test_the_knob_tells_each_acknowledgement_the_high_watermark_does_not_cover():
+    replicas = Replicas()
+    store = OffsetsLog(replicas, 60_000, 1 << 20, ack_before_replication=True)
+    told: list[tuple[int, int]] = []
+    assert append(store, lambda *acked: told.append(acked)) == ErrorCode.NONE
+    assert told == [(0, 0)]  # batch at offset 0, high watermark 0: no follower has it
+    replicas.partitions[(OFFSETS_TOPIC, 0)].high_watermark = 5  # replicated at once
+    assert append(store, lambda *acked: told.append(acked)) == ErrorCode.NONE
+    assert told == [(0, 0)]
 
 
 @pytest.fixture(scope="module")
@@ -111,6 +123,11 @@ def test_with_the_knob_a_commit_is_acknowledged_while_the_followers_are_down(clu
         assert errors == {("acked-early", 0): ErrorCode.NONE}
         assert time.monotonic() - started < 1.5  # never waited for the 2 s commit timeout
         assert fetch(port, "early-group", [("acked-early", 0)])[1] == {("acked-early", 0): 20}
+        [acked] = [e for e in cluster.events() if e["event"] == "commit-acked-unreplicated"
+                   and e["group"] == "early-group"]
+        assert acked["broker_id"] == coordinator and acked["member"] == member
+        assert acked["offsets"] == [["acked-early", 0, 20]]
+        assert acked["high_watermark"] <= acked["log_offset"]
     finally:
         for broker_id in followers:
             cluster.start_broker(broker_id)

@@ -6,6 +6,7 @@ import pytest
 
 from checker.cluster.defects import ZOMBIE_MS, DefectChecker
 from checker.cluster.event_log import ControllerEvent
+from tests.support.group_histories import GroupBuilder
 from tests.support.queue_histories import Builder
 
 START_MS = 1_700_000_000_000
@@ -147,3 +148,70 @@ def test_a_loss_the_reads_of_its_key_went_past_is_not_held_by_the_zombie():
     b, during_ms = held_by_a_zombie_transaction(read_past=True)
     result = check(b, [fencing(during_ms)])
     assert "fencing-skipped" not in result.anomalies
+
+
+def commit_acked(ms_after_start: float, offset: int, group: str = "g0",
+                 partition: int = 0) -> ControllerEvent:
+    return ControllerEvent(time=START_MS + int(ms_after_start),
+                           event="commit-acked-unreplicated", node="n2",
+                           details={"group": group, "generation": 1, "member": "m1",
+                                    "offsets_partition": 41, "log_offset": 7,
+                                    "high_watermark": 7,
+                                    "offsets": [["kchaos", partition, offset]]})
+
+
+def rewound_commit() -> tuple[GroupBuilder, float]:
+    """p1 commits next offset 5 of key 0, then 3: a commit-rewind (the 5 was lost); the
+    ms (since the start) at which the 5 was acknowledged."""
+    b = GroupBuilder()
+    for offset in range(6):
+        b.send("w", 0, 10 + offset, offset)
+    b.subscribe(1, [b.entry([0], 1, "m1")])
+    b.poll(1, {0: [(o, 10 + o) for o in range(6)]})
+    b.commit(1, {0: 5})
+    acked_ms = b.time / 1e6
+    b.commit(1, {0: 3})
+    return b, acked_ms
+
+
+def check_group(b: GroupBuilder, events: list[ControllerEvent]):
+    return DefectChecker().check(settings(commit="after-process"), b.ops,
+                                 {"controller_events": events})
+
+
+def test_a_commit_rewind_from_a_commit_acknowledged_unreplicated_is_tied_to_the_event():
+    b, acked_ms = rewound_commit()
+    result = check_group(b, [commit_acked(acked_ms, 5)])
+    assert result.valid is False
+    [witness] = result.anomalies["commit-acked-unreplicated"].examples
+    assert witness["type"] == "commit-rewind" and witness["offsets"] == [5, 3]
+    assert witness["event"]["offsets"] == [["kchaos", 0, 5]]
+
+
+@pytest.mark.parametrize("event", [
+    pytest.param(lambda acked: commit_acked(acked, 4), id="another-offset"),
+    pytest.param(lambda acked: commit_acked(acked, 5, group="g1"), id="another-group"),
+    pytest.param(lambda acked: commit_acked(acked, 5, partition=1), id="another-partition"),
+    pytest.param(lambda acked: commit_acked(acked + 60_000, 5), id="after-the-rewind"),
+])
+def test_an_unreplicated_commit_of_another_offset_group_partition_or_time_ties_nothing(event):
+    b, acked_ms = rewound_commit()
+    result = check_group(b, [event(acked_ms)])
+    assert result.valid is True and not result.anomalies
+    assert result.stats["commit-acked-unreplicated-events"] == 1
+
+
+def test_a_resume_before_a_commit_acknowledged_unreplicated_is_tied_to_the_event():
+    b = GroupBuilder()
+    for offset in range(6):
+        b.send("w", 0, 10 + offset, offset)
+    b.subscribe(1, [b.entry([0], 1, "m1")])
+    b.poll(1, {0: [(o, 10 + o) for o in range(3)]})
+    b.commit(1, {0: 3})
+    acked_ms = b.time / 1e6
+    b.crash(1, rebalances=[b.entry([0], 1, "m1", revoke=True)])
+    b.subscribe(2, [b.entry([0], 2, "m2")])
+    b.poll(2, {0: [(o, 10 + o) for o in range(1, 6)]})
+    result = check_group(b, [commit_acked(acked_ms, 3)])
+    [witness] = result.anomalies["commit-acked-unreplicated"].examples
+    assert witness["type"] == "resume-rewind" and witness["committed"] == 3
