@@ -2,14 +2,16 @@
 final "heal everything", as Jepsen's `combined.clj`.
 
 `package(["partition-one", "kill-controller"], seed=7, time_limit=60)` gives a `Package`:
-`nemesis` (the composed faults plus `heal`), `generator` (the schedule: in rounds that
-take each asked fault or group once in a random order, wait `interval` seconds on average,
-start the fault, then stop it; ops carry the time, in ns since the test started, at which
-to invoke them), `final_generator` (every stop op, then `heal`: all links open, every
-process resumed and running), `perf` (for plots: each fault's start and stop fs) and
-`note` (how the schedule was shortened: its first round always ends within 90% of the
-time limit, so every asked fault or group starts once; faults whose minimum holds alone
-do not fit are refused). Nemesis ops are
+`nemesis` (the composed faults plus `heal`), `generator` (the schedule, a `Staggered`:
+in rounds that take each asked fault or group once in a random order, wait `interval`
+seconds on average, start the fault, then stop it; as Jepsen's stagger, each wait runs
+from the previous op's completion and each hold from its start's completion, so a slow op
+delays what follows instead of bunching it, and nothing starts after the time limit),
+`final_generator` (every stop op, then `heal`: all links open, every process resumed and
+running), `perf` (for plots: each fault's start and stop fs) and `note` (how the schedule
+was shortened: its first round's waits and holds always end within 90% of the time limit,
+so every asked fault or group starts once unless its ops take the rest; faults whose
+minimum holds alone do not fit are refused). Nemesis ops are
 `{"type": "info", "process": "nemesis", "f", "value", "fault"}`, `fault` the name asked.
 
 Consumer-group faults (`kill-coordinator`, `isolate-coordinator`, `depose-coordinator`,
@@ -76,6 +78,7 @@ __all__ = [
     "NemesisOptions",
     "Package",
     "Schedule",
+    "Staggered",
     "Step",
     "asked",
     "check_applicable",
@@ -86,7 +89,7 @@ __all__ = [
     "package",
     "schedule_need",
     "schedule_note",
-    "schedule_ops",
+    "schedule_steps",
 ]
 
 
@@ -316,9 +319,9 @@ def compose(nemeses: Sequence[Nemesis]) -> Composed:
 
 @dataclass(frozen=True)
 class Schedule:
-    """A pure generator over precomputed ops: `op(test, ctx)` returns `(op, next)` or None
-    when done; the op's "time" (ns since the test started) is when to invoke it, never
-    earlier than `ctx.time`."""
+    """A pure generator over ops at fixed times (a replayed or a scenario's schedule):
+    `op(test, ctx)` returns `(op, next)` or None when done; the op's "time" (ns since the
+    test started) is when to invoke it, never earlier than `ctx.time`."""
 
     ops: tuple[dict, ...]
     position: int = 0
@@ -327,7 +330,7 @@ class Schedule:
         if self.position >= len(self.ops):
             return None
         op = dict(self.ops[self.position])
-        now = getattr(ctx, "time", 0) if not isinstance(ctx, dict) else ctx.get("time", 0)
+        now = _now(ctx)
         op["time"] = max(op.get("time") or 0, now)
         return op, Schedule(self.ops, self.position + 1)
 
@@ -339,9 +342,78 @@ class Schedule:
 
 
 @dataclass(frozen=True)
+class Staggered:
+    """The package's schedule as a pure generator, after Jepsen's stagger: each fault of
+    `steps` starts its wait after the previous op completed (the first after the test
+    started), and stops its hold after its start completed, so a slow op (a targeted fault
+    waits for the cluster, a stop restarts JVMs) delays what follows instead of making the
+    overdue ops fire back to back. Nothing starts at or after `time_limit` (ns since the
+    test started): such a start is dropped with its stop, and the schedule ends; the stop of
+    a started fault comes at the latest just before the time limit.
+
+    It learns completions from `update`: the first nemesis event after an op is its
+    invocation, the next its completion (at `ctx.time`). While an op runs, `op` offers the
+    next op at the earliest time it can be due (the interpreter invokes nothing on a busy
+    thread) or None when that is past the time limit."""
+
+    steps: tuple[Step, ...]
+    time_limit: int
+    position: int = 0
+    stopping: bool = False  # the next op stops steps[position]; else it starts it
+    since: int = 0  # ns when the previous op completed
+    stage: str = "ready"  # after an op: "invoked", then "running" until its completion
+
+    def op(self, test: Any, ctx: Any) -> tuple[dict, Staggered] | None:
+        if self.position >= len(self.steps):
+            return None
+        now = _now(ctx)
+        since = self.since if self.stage == "ready" else now
+        step = self.steps[self.position]
+        fault = FAULTS[step.name]
+        if self.stopping:
+            due = min(since + _ns(step.hold or 0.0), self.time_limit - 1)
+            op = _op(str(fault.stop), None, max(due, now), step.name)
+            following = replace(self, position=self.position + 1, stopping=False)
+        else:
+            time = max(since + _ns(step.wait), now)
+            if time >= self.time_limit:
+                return None
+            op = _op(fault.start, step.value, time, step.name)
+            following = (replace(self, stopping=True) if step.hold is not None
+                         else replace(self, position=self.position + 1))
+        return op, replace(following, stage="invoked")
+
+    def update(self, test: Any, ctx: Any, event: dict) -> Staggered:
+        if event.get("process") != "nemesis" or self.stage == "ready":
+            return self
+        if self.stage == "invoked":
+            return replace(self, stage="running")
+        now = _now(ctx)
+        return replace(self, stage="ready", since=now)
+
+    def __iter__(self):
+        """The ops still to come, without times (those depend on when ops complete)."""
+        for number, step in enumerate(self.steps[self.position:]):
+            fault = FAULTS[step.name]
+            if number or not self.stopping:
+                yield _op(fault.start, step.value, fault=step.name)
+            if fault.stop is not None and step.hold is not None:
+                yield _op(fault.stop, fault=step.name)
+
+
+def _now(ctx: Any) -> int:
+    """A generator context's time, ns since the test started."""
+    return getattr(ctx, "time", 0) if not isinstance(ctx, dict) else ctx.get("time", 0)
+
+
+def _ns(seconds: float) -> int:
+    return int(seconds * 1e9)
+
+
+@dataclass(frozen=True)
 class Package:
     nemesis: Composed
-    generator: Schedule
+    generator: Staggered | Schedule
     final_generator: Schedule
     perf: tuple[dict, ...] = field(default=())
     faults: tuple[str, ...] = ()
@@ -359,20 +431,21 @@ def _op(f: str, value: Any = None, time: int | None = None, fault: str | None = 
     return op
 
 
-def schedule_ops(faults: Sequence[str | Sequence[str]], seed: int, time_limit: float,
-                 interval: float = 10.0, holds: Mapping[str, float] | None = None
-                 ) -> tuple[dict, ...]:
+def schedule_steps(faults: Sequence[str | Sequence[str]], seed: int, time_limit: float,
+                   interval: float = 10.0, holds: Mapping[str, float] | None = None
+                   ) -> tuple[Step, ...]:
     """Start a fault, stop it, repeat, in rounds: each round takes every entry of `faults`
     (a fault, or a group's faults, of which it picks one) once, in a random order. Each
     wait is uniform in [0, 2 * interval] seconds, a fault named in `holds` lasts at least
-    that many seconds, and nothing starts after `time_limit`. The first round is shortened
-    to fit (`fit_round`), so every entry starts once when its holds fit the time limit.
-    Pure: the same arguments give the same ops."""
+    that many seconds. The first round is shortened to fit (`fit_round`), so every entry
+    starts once when its holds fit the time limit and its ops are quick; the steps end
+    where their waits and holds alone pass `time_limit` (ops only add to them, see
+    `Staggered`). Pure: the same arguments give the same steps."""
     rng = random.Random(seed)
     entries = [(entry,) if isinstance(entry, str) else tuple(entry) for entry in faults]
     minimum = dict(holds or {})
-    ops: list[dict] = []
-    now = 0.0
+    chosen: list[Step] = []
+    elapsed = 0.0
     first = True
     while entries:
         steps = []
@@ -388,21 +461,18 @@ def schedule_ops(faults: Sequence[str | Sequence[str]], seed: int, time_limit: f
             steps = fit_round(steps, time_limit, minimum)
             first = False
         for step in steps:
-            now += step.wait
-            if now >= time_limit:
-                return tuple(ops)
-            fault = FAULTS[step.name]
-            ops.append(_op(fault.start, step.value, int(now * 1e9), step.name))
-            if step.hold is not None:
-                now += step.hold
-                ops.append(_op(fault.stop, None, int(min(now, time_limit) * 1e9), step.name))
-    return tuple(ops)
+            elapsed += step.wait
+            if elapsed >= time_limit:
+                return tuple(chosen)
+            chosen.append(step)
+            elapsed += step.hold or 0.0
+    return tuple(chosen)
 
 
 @dataclass(frozen=True)
 class Step:
-    """One fault of a round: seconds to wait before starting it, and to hold it (None for
-    a one-shot fault)."""
+    """One fault of a round: seconds to wait before starting it, after the previous op
+    completed, and to hold it after its start completed (None for a one-shot fault)."""
 
     name: str
     value: Any
@@ -483,8 +553,9 @@ def package(names: str | Iterable[str], seed: int = 0, time_limit: float = 60.0,
     holds = {name: consumers.session_timeout + PAUSE_MARGIN
              for name in faults if name == "pause-consumers"}
     note = schedule_note(names, time_limit, interval, holds)
-    return Package(nemesis, Schedule(schedule_ops(entries, seed, time_limit, interval, holds)),
-                   Schedule(final), perf, tuple(faults), consumers, note)
+    steps = schedule_steps(entries, seed, time_limit, interval, holds)
+    return Package(nemesis, Staggered(steps, _ns(time_limit)), Schedule(final), perf,
+                   tuple(faults), consumers, note)
 
 
 @dataclass(frozen=True, kw_only=True)

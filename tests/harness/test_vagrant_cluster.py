@@ -23,7 +23,7 @@ import pytest
 
 from harness.control import libvirt_host
 from harness.control.vagrant_box import BoxRecipe, default_box_cache, ensure_box, register_box
-from nemesis.package import expand, schedule_ops
+from nemesis.package import FAULTS, expand, schedule_steps
 
 pytestmark = [
     pytest.mark.cluster,
@@ -46,7 +46,7 @@ TIME_LIMIT = 60
 def first_seed_with_crash_and_partition() -> int:
     """A seed whose schedule crashes a machine and partitions the network."""
     for seed in range(1, 1000):
-        fs = {op["f"] for op in schedule_ops(expand(NEMESIS), seed, TIME_LIMIT)}
+        fs = {FAULTS[step.name].start for step in schedule_steps(expand(NEMESIS), seed, TIME_LIMIT)}
         if {"crash-vm", "start-partition"} <= fs:
             return seed
     raise AssertionError("no seed schedules both faults")

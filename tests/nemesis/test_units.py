@@ -15,12 +15,13 @@ from nemesis.package import (
     FAULTS,
     GROUPS,
     Schedule,
+    Staggered,
     Step,
     compose,
     expand,
     fit_round,
     package,
-    schedule_ops,
+    schedule_steps,
 )
 from nemesis.partition import Firewall, PacketLossNemesis, PartitionNemesis
 from nemesis.process import KillNemesis, PauseNemesis, PauseZooKeeperNemesis
@@ -94,12 +95,22 @@ def test_compose_rejects_two_nemeses_claiming_one_f():
                  PartitionNemesis(firewall, random.Random())])
 
 
+def planned_starts(steps) -> list[float]:
+    """Seconds at which each step starts if every op took no time."""
+    starts, elapsed = [], 0.0
+    for step in steps:
+        elapsed += step.wait
+        starts.append(elapsed)
+        elapsed += step.hold or 0.0
+    return starts
+
+
 def test_schedule_is_seeded_and_pure():
-    first = schedule_ops(expand("all"), seed=11, time_limit=300, interval=5)
-    assert first == schedule_ops(expand("all"), seed=11, time_limit=300, interval=5)
-    assert first != schedule_ops(expand("all"), seed=12, time_limit=300, interval=5)
-    times = [op["time"] for op in first]
-    assert times == sorted(times) and times[-1] <= 300e9
+    steps = schedule_steps(expand("all"), seed=11, time_limit=300, interval=5)
+    assert steps == schedule_steps(expand("all"), seed=11, time_limit=300, interval=5)
+    assert steps != schedule_steps(expand("all"), seed=12, time_limit=300, interval=5)
+    assert planned_starts(steps)[-1] < 300
+    first = list(Staggered(steps, 300 * 10**9))
     assert all(op["type"] == "info" and op["process"] == "nemesis" for op in first)
     starts = {FAULTS[name].start for name in FAULTS}
     stops = {FAULTS[name].stop for name in FAULTS}
@@ -115,10 +126,12 @@ COORDINATOR_FAULTS = "kill-coordinator,isolate-coordinator,pause-consumers,add-p
 def test_every_asked_fault_starts_once_when_the_interval_does_not_fit(seed):
     """Four faults at the default 10 s interval in 20 s: each starts, before the limit."""
     pack = package(COORDINATOR_FAULTS, seed=seed, time_limit=20)
-    starts = [op for op in pack.generator if op["f"] not in {"stop-partition", "start",
-                                                             "stop-pause-consumers"}]
-    assert set(COORDINATOR_FAULTS.split(",")) <= {op["fault"] for op in starts}
-    assert all(op["time"] < 20e9 for op in starts)
+    steps = pack.generator.steps
+    assert set(COORDINATOR_FAULTS.split(",")) <= {step.name for step in steps}
+    first_round = steps[:4]
+    assert {step.name for step in first_round} == set(COORDINATOR_FAULTS.split(","))
+    assert sum(step.wait + (step.hold or 0.0) for step in first_round) <= 0.9 * 20 + 1e-9
+    assert planned_starts(steps)[-1] < 20
     assert pack.note is not None and "--time-limit 20 s" in pack.note \
         and "--nemesis-interval 10 s" in pack.note
     assert package(COORDINATOR_FAULTS, seed=seed, time_limit=60, interval=3).note is None
@@ -146,6 +159,67 @@ def test_a_round_is_shortened_keeping_minimum_holds():
 def test_faults_whose_holds_cannot_fit_are_refused():
     with pytest.raises(ValueError, match="raise --time-limit above 9 s"):
         package("pause-consumers", seed=1, time_limit=8)
+
+
+def run_schedule(schedule, op_seconds, time_limit):
+    """Drive a nemesis generator as the interpreter does, each op taking `op_seconds`
+    (a function of the op) to complete; [(op, invoked, completed)] in seconds."""
+    done, now = [], 0.0
+    while True:
+        result = schedule.op(None, {"time": int(now * 1e9)})
+        if result is None or result[0]["time"] >= time_limit * 1e9:
+            return done
+        op, schedule = result
+        now = op["time"] / 1e9
+        schedule = schedule.update(None, {"time": op["time"]}, op)
+        invoked, now = now, now + op_seconds(op)
+        schedule = schedule.update(None, {"time": int(now * 1e9)}, {**op, "value": "done"})
+        done.append((op, invoked, now))
+
+
+def test_a_slow_op_delays_the_ops_after_it_instead_of_bunching_them():
+    """Each wait runs from the previous op's completion, each hold from its start's."""
+    steps = (Step("kill", "one", 2.0, 3.0), Step("pause", "one", 4.0, 5.0))
+    ran = run_schedule(Staggered(steps, 100 * 10**9),
+                       lambda op: 15.0 if op["f"] == "kill" else 0.5, 100)
+    assert [(op["f"], invoked) for op, invoked, _ in ran] == [
+        ("kill", 2.0), ("start", 20.0), ("pause", 24.5), ("resume", 30.0)]
+    assert [op["fault"] for op, *_ in ran] == ["kill", "kill", "pause", "pause"]
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_slow_faults_keep_their_waits_and_holds_and_start_before_the_limit(seed):
+    pack = package("kill,pause,partition", seed=seed, time_limit=60, interval=5)
+    ran = run_schedule(pack.generator, lambda op: 12.0, 60)
+    steps = iter(pack.generator.steps)
+    previous = 0.0
+    for op, invoked, completed in ran:
+        fault = FAULTS[op["fault"]]
+        if op["f"] == fault.start:
+            step = next(steps)
+            assert invoked == pytest.approx(previous + step.wait) and invoked < 60
+        else:
+            assert invoked == pytest.approx(min(previous + step.hold, 60 - 1e-9))
+        previous = completed
+    assert ran and ran[-1][0]["f"] == FAULTS[ran[-1][0]["fault"]].stop
+
+
+def test_nothing_starts_after_the_time_limit_and_a_started_fault_stops_by_it():
+    steps = (Step("kill", "one", 1.0, 1.0), Step("pause", "one", 5.0, 1.0))
+    ran = run_schedule(Staggered(steps, 10 * 10**9), lambda op: 3.0, 10)
+    assert [(op["f"], invoked) for op, invoked, _ in ran] == [("kill", 1.0), ("start", 5.0)]
+    held = Staggered((Step("kill", "one", 2.0, 50.0),), 10 * 10**9)
+    assert [(op["f"], op["time"]) for op, *_ in run_schedule(held, lambda op: 1.0, 10)] == [
+        ("kill", 2 * 10**9), ("start", 10 * 10**9 - 1)]
+
+
+def test_while_an_op_runs_the_next_is_offered_no_earlier_than_its_wait_from_now():
+    schedule = Staggered((Step("kill", "one", 1.0, 4.0),), 60 * 10**9)
+    op, schedule = schedule.op(None, {"time": 0})
+    schedule = schedule.update(None, {"time": op["time"]}, op)
+    offered, _ = schedule.op(None, {"time": 7 * 10**9})
+    assert offered["f"] == "start" and offered["time"] == 11 * 10**9
+    assert Staggered((Step("kill", "one", 70.0, None),), 60 * 10**9).op(None, {"time": 0}) is None
 
 
 def test_schedule_generator_walks_its_ops_and_never_goes_back_in_time():

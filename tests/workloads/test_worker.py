@@ -184,3 +184,42 @@ def test_nemesis_package_schedule_runs_at_its_times(tmp_path):
     assert nemesis_ops[2].time >= gen.NS_PER_SECOND
     assert nemesis.ops == ["kill", "start"]
     assert 10 <= sum(1 for op in ops if op.f == "poll" and op.type == "ok") <= 16
+
+
+class SlowNemesis(FakeNemesis):
+    """Takes `seconds` to kill, as a targeted fault waits for the cluster."""
+
+    def __init__(self, seconds: float) -> None:
+        super().__init__()
+        self.seconds = seconds
+
+    def invoke(self, test, op):
+        if op["f"] == "kill":
+            time.sleep(self.seconds)
+        return super().invoke(test, op)
+
+
+def test_a_slow_nemesis_op_delays_the_staggered_ops_after_it(tmp_path):
+    """Under the interpreter the stop comes its hold after the slow start completed, and
+    the next start its wait after that; a start due past the time limit never runs."""
+    from checker.history import HistoryWriter
+    from nemesis.package import Staggered, Step
+
+    steps = (Step("kill", "one", 0.1, 0.3), Step("kill", "one", 0.2, 0.3),
+             Step("kill", "one", 5.0, 0.1))
+    nemesis = SlowNemesis(0.5)
+    path = tmp_path / "h.jsonl"
+    with HistoryWriter(path) as history:
+        interpreter = Interpreter({}, MemoryClient(MemoryLog(), 1), history, concurrency=1,
+                                  nemesis=nemesis)
+        interpreter.run(gen.time_limit(3.0, gen.any_of(
+            gen.nemesis(Staggered(steps, 3 * gen.NS_PER_SECOND)),
+            gen.clients(gen.delay(0.1, gen.repeat({"f": "poll", "value": [["poll"]]}))))))
+    ops = [op for op in load_history(path) if op.process == "nemesis"]
+    assert [op.f for op in ops] == ["kill"] * 2 + ["start"] * 2 + ["kill"] * 2 + ["start"] * 2
+    seconds = [op.time / gen.NS_PER_SECOND for op in ops]
+    killed, stopped, started_again = seconds[1], seconds[2], seconds[4]
+    assert killed - seconds[0] >= 0.5
+    assert 0.3 <= stopped - killed < 0.5
+    assert 0.2 <= started_again - seconds[3] < 0.4
+    assert nemesis.ops == ["kill", "start", "kill", "start"]
