@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from nemesis.package import asked, schedule_ops
+from nemesis.package import FAULTS, asked, schedule_steps
 
 KCHAOS = str(Path(sys.executable).parent / "kchaos")
 BROKER_CONFIG = Path(__file__).resolve().parents[2] / "broker" / "config.py"
@@ -69,11 +69,21 @@ def test_every_debug_knob_of_the_broker_is_tested_here():
 
 
 def schedule(knob: str) -> list[dict]:
-    """The nemesis ops of the knob's short run: its options' last word on each setting."""
+    """The nemesis ops of the knob's short run, timed as if each op completed at once: its
+    options' last word on each setting."""
     options = (*SHORT, *KNOBS[knob][0])
     value = {flag: options[i + 1] for i, flag in enumerate(options) if flag.startswith("--")}
-    return list(schedule_ops(asked(value["--nemesis"]), int(value["--seed"]),
-                             float(value["--time-limit"]), float(value["--nemesis-interval"])))
+    ops, now = [], 0.0
+    for step in schedule_steps(asked(value["--nemesis"]), int(value["--seed"]),
+                               float(value["--time-limit"]),
+                               float(value["--nemesis-interval"])):
+        now += step.wait
+        fault = FAULTS[step.name]
+        ops.append({"f": fault.start, "value": step.value, "time": now * 1e9})
+        if step.hold is not None:
+            now += step.hold
+            ops.append({"f": fault.stop, "value": None, "time": now * 1e9})
+    return ops
 
 
 def test_the_power_loss_run_writes_for_seconds_after_its_only_power_loss():
