@@ -29,6 +29,7 @@ def kchaos(store: Path, *argv: str) -> subprocess.CompletedProcess:
     return done
 
 
+@pytest.mark.long
 def test_a_replay_invokes_the_recorded_faults_on_the_same_roles_at_the_same_times(tmp_path):
     store = tmp_path / "store"
     store.mkdir()

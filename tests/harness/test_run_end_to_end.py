@@ -88,6 +88,7 @@ def test_safe_configuration_under_partition_kill_and_pause_is_valid(tmp_path):
     assert again.returncode == 0 and "kchaos: VALID" in again.stdout
 
 
+@pytest.mark.long
 def test_unclean_2013_loses_acknowledged_writes_to_an_unclean_election(tmp_path):
     store = tmp_path / "store"
     done = kchaos_run(store, "--scenario", "unclean-2013", "--nodes", "3", "--zookeepers", "1",
