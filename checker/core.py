@@ -18,7 +18,7 @@ from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, runtime_checkable
 
-from checker.history import Op
+from checker.history import Op, collector_paused
 
 __all__ = [
     "Anomaly",
@@ -125,8 +125,9 @@ def check_by_key(checker: KeyedChecker, test: Mapping[str, Any], history: Sequen
                  opts: Mapping[str, Any]) -> Result:
     """A KeyedChecker's check in the calling process: split, check each key, merge."""
     started = time.monotonic()
-    checked = [(key, checker.check_key(test, key, part, opts))
-               for key, part in checker.split(test, history, opts)]
+    with collector_paused():
+        parts = checker.split(test, history, opts)
+    checked = [(key, checker.check_key(test, key, part, opts)) for key, part in parts]
     return checker.merge(test, checked, opts, time.monotonic() - started)
 
 

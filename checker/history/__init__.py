@@ -2,9 +2,11 @@
 
 `ops` holds the op types, the JSONL reader, validator and writer and the EDN writer;
 `formats` reads the other formats (EDN, Porcupine's); `errors` the one error of a bad
-history. This package imports nothing else of kchaos.
+history; `bulk` pauses the garbage collector while many ops are built at once. This
+package imports nothing else of kchaos.
 """
 
+from checker.history.bulk import collector_paused
 from checker.history.errors import HistoryError
 from checker.history.formats import (
     FORMATS,
@@ -54,6 +56,7 @@ __all__ = [
     "Op",
     "OpType",
     "Operation",
+    "collector_paused",
     "detect_format",
     "fault_took_effect",
     "load_history",

@@ -38,6 +38,7 @@ from typing import Any
 
 import edn_format
 
+from checker.history.bulk import collector_paused
 from checker.history.errors import HistoryError
 from checker.history.ops import (
     OP_TYPES,
@@ -163,7 +164,8 @@ def _lines(source: str) -> Iterator[tuple[int, str]]:
 
 
 def _validated(source: str, numbered: Iterable[tuple[int, Op]]) -> list[Op]:
-    return [op for _, op in _validating(source, numbered)]
+    with collector_paused():
+        return [op for _, op in _validating(source, numbered)]
 
 
 def _validating(source: str, numbered: Iterable[tuple[int, Op]]) -> Iterator[tuple[int, Op]]:

@@ -20,6 +20,7 @@ from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal, TextIO, TypeGuard, get_args
 
+from checker.history.bulk import collector_paused
 from checker.history.errors import HistoryError
 
 __all__ = [
@@ -286,7 +287,8 @@ def read_history(path: str | os.PathLike[str]) -> Iterator[Op]:
 
 def load_history(path: str | os.PathLike[str]) -> list[Op]:
     """All ops of a JSONL history, validated."""
-    return list(read_history(path))
+    with collector_paused():
+        return list(read_history(path))
 
 
 def write_jsonl(ops: Iterable[Op], path: str | os.PathLike[str]) -> int:

@@ -15,7 +15,7 @@ import re
 from collections.abc import Hashable, Iterable, Mapping, Sequence
 from typing import Any
 
-from checker.history import HistoryError, Op, numbered_queue_ops
+from checker.history import HistoryError, Op, collector_paused, numbered_queue_ops
 
 __all__ = ["COMPLETE", "INVOKE", "READ", "RESET", "Event", "Key", "dropped_at", "events_of",
            "normalise_key", "proven_sends", "read_queue_ops", "validated_queue_ops"]
@@ -49,12 +49,13 @@ def validated_queue_ops(numbered: Iterable[tuple[int, Op]], source: str) -> list
     """The ops of (line, op) pairs already validated as a history, each now validated micro-op
     by micro-op; a malformed one raises HistoryError naming `source` and its line."""
     ops = []
-    for line, op in numbered:
-        try:
-            events_of(op.index, op.time, op.type, op.process, op.f, op.value, op.extra)
-        except ValueError as error:
-            raise HistoryError(source, line, str(error)) from None
-        ops.append(op)
+    with collector_paused():
+        for line, op in numbered:
+            try:
+                events_of(op.index, op.time, op.type, op.process, op.f, op.value, op.extra)
+            except ValueError as error:
+                raise HistoryError(source, line, str(error)) from None
+            ops.append(op)
     return ops
 
 

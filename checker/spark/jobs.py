@@ -4,12 +4,12 @@ Histories (`check_history_on_spark`, or many at once with `check_histories_on_sp
 night of runs) are read on the driver (a path, or a shared URL fetched through Spark: the
 executors never open a driver's path), parsed and validated once as
 `checker.queue.events.read_queue_ops` does. Then every `KeyedChecker` is checked key by
-key on the executors, the keys of all histories in one Spark job (`checker.spark.keyed`):
-linearizability, and the queue analysis that the `AnalysisChecker`s (queue, acks,
-elections, txn) share, as one `AnalysisCheckers`. Any other checker (groups, transfer,
-availability) runs on the driver with the loaded history at the same time.
-`check_histories` checks small histories in the calling process instead, unless a
-master is given (`IN_PROCESS_BYTES`).
+key on the executors, each kind of checker one Spark job over the keys of all histories,
+the jobs at once (`checker.spark.keyed`): linearizability, and the queue analysis that
+the `AnalysisChecker`s (queue, acks, elections, txn) share, as one `AnalysisCheckers`. Any
+other checker (groups, transfer, availability) runs on the driver with the loaded
+history at the same time. `check_histories` checks small histories in the calling process
+instead, unless a master is given (`IN_PROCESS_BYTES`).
 
 Files of other formats (`check_files_on_spark`) are split as Porcupine splits
 them, by partition (P-compositionality): each partition of each file is one
@@ -244,8 +244,9 @@ def _load(session: Any, source: HistorySource) -> list[Op] | HistoryError:
 @dataclass(frozen=True)
 class _Plan:
     """Where each checker of a job runs: `keyed` on the executors (the AnalysisCheckers as
-    one `AnalysisCheckers` under ANALYSIS), `on_driver` in this process; `analysed` names
-    the AnalysisCheckers' paths."""
+    one `AnalysisCheckers` under ANALYSIS, listed last: a search's keys take seconds each,
+    the analysis's far less, so the searches' Spark jobs start first), `on_driver` in this
+    process; `analysed` names the AnalysisCheckers' paths."""
 
     keyed: dict[tuple[str, ...], KeyedChecker]
     on_driver: dict[tuple[str, ...], Checker]
@@ -255,10 +256,10 @@ class _Plan:
 def _plan(checkers: Mapping[str, Checker] | Composed) -> _Plan:
     leaves = dict(_leaves(checkers))
     analysed = {path: c for path, c in leaves.items() if isinstance(c, AnalysisChecker)}
-    keyed: dict[tuple[str, ...], KeyedChecker] = {}
+    keyed: dict[tuple[str, ...], KeyedChecker] = {
+        path: c for path, c in leaves.items() if isinstance(c, KeyedChecker)}
     if analysed:
         keyed[ANALYSIS] = AnalysisCheckers({"/".join(path): c for path, c in analysed.items()})
-    keyed.update((path, c) for path, c in leaves.items() if isinstance(c, KeyedChecker))
     on_driver = {path: c for path, c in leaves.items()
                  if not isinstance(c, KeyedChecker | AnalysisChecker)}
     return _Plan(keyed, on_driver, tuple(analysed))
