@@ -90,9 +90,9 @@ def run_test(test: Test, out: TextIO = sys.stdout) -> RunOutcome:
                 print(f"kchaos: history and node logs stored in {run_dir}, not checked "
                       f"(no_check; `kchaos check {run_dir}` checks it)", file=out, flush=True)
                 return RunOutcome(run_dir, exit_codes.VALID, None)
-            with _background_spark(test.spark_master, run_dir / SPARK_LOG_FILE) as spark:
+            with _spark_for_check(test.spark_master, run_dir / SPARK_LOG_FILE) as session:
                 _run_db_phase(test, record, run_dir, out)
-                results = _check(spark.session, test, run_dir, out)
+                results = _check(session, test, run_dir, out)
         except (KeyboardInterrupt, Interrupted) as stop:
             log.error("interrupted: %s", type(stop).__name__)
             print(f"kchaos: interrupted; everything torn down, the history so far is in "
@@ -260,15 +260,17 @@ class _Clock:
 # --- checking and reporting -------------------------------------------------------------------
 
 
-def _check(session: Callable[[], Any], test: Test, run_dir: Path, out: TextIO) -> Result:
-    """Check the run's history on the background session, or in this process when it is
-    small and no master was asked for."""
+def _check(session: Callable[[], Any] | None, test: Test, run_dir: Path,
+           out: TextIO) -> Result:
+    """Check the run's history on the background session (when a master was asked for), or
+    in this process when it is small, else on a session started now."""
     from checker.spark import check_histories
 
     started = time.monotonic()
     [results] = check_histories([(read_test(run_dir), run_dir / HISTORY_FILE,
                                   test.checker.checkers, {"store_dir": str(run_dir)})],
-                                test.spark_master, session=session)
+                                test.spark_master, session=session,
+                                log=run_dir / SPARK_LOG_FILE)
     if isinstance(results, HistoryError):
         raise results
     _write_results(run_dir, results)
@@ -369,10 +371,18 @@ class _BackgroundSpark:
 
 
 @contextlib.contextmanager
-def _background_spark(master: str | None, log: Path) -> Iterator[_BackgroundSpark]:
+def _spark_for_check(master: str | None, log: Path
+                     ) -> Iterator[Callable[[], Any] | None]:
+    """With a master, a session started in the background while the test runs, as a
+    callable that waits for it; without one, None: most runs' histories are checked in
+    this process (`checker.spark.in_process`), and a JVM started for nothing would take
+    the run's cores and a long stop."""
+    if master is None:
+        yield None
+        return
     spark = _BackgroundSpark(master, log)
     try:
-        yield spark
+        yield spark.session
     finally:
         spark.stop()
 

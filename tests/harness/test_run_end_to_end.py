@@ -66,7 +66,7 @@ def test_safe_configuration_under_partition_kill_and_pause_is_valid(tmp_path):
     for line in ("Using Spark's default log4j profile", "NativeCodeLoader",
                  "Using incubator modules"):
         assert line not in done.stdout + done.stderr, f"{line!r} reached the terminal"
-    assert "log4j" in (run / "spark.log").read_text()
+    assert not (run / "spark.log").exists(), "a small run's history started Spark"
     assert "{'n" not in done.stderr, "the progress line printed a partition map"
     assert (run / "nodes" / "z1" / "zookeeper.log").is_file()
     test = read_test(run)

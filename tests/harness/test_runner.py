@@ -111,6 +111,13 @@ def fake_test(tmp_path: Path, events: list, **changes) -> Test:
     return replace(test, **changes)
 
 
+def test_a_small_run_without_a_master_is_checked_in_process_without_spark(tmp_path):
+    outcome = run_test(fake_test(tmp_path, [], spark_master=None), out=io.StringIO())
+    assert outcome.exit_code == exit_codes.VALID
+    assert (outcome.run_dir / "results.json").is_file()
+    assert not (outcome.run_dir / "spark.log").exists(), "Spark started for a small history"
+
+
 def test_a_run_of_fake_parts_is_stored_checked_and_reported(spark, tmp_path):
     events: list[str] = []
     out = io.StringIO()
