@@ -79,11 +79,12 @@ def backend_options(args: argparse.Namespace) -> BackendOptions:
     return build(BackendOptions, values, "command line")
 
 
-def _counts(args: argparse.Namespace, backend: BackendOptions) -> tuple[int, int]:
-    """--nodes and --zookeepers, defaulting to every host of an ssh or vagrant inventory."""
+def _counts(args: argparse.Namespace, backend: BackendOptions) -> tuple[int, int | None]:
+    """--nodes and --zookeepers, defaulting to every host of an ssh or vagrant inventory
+    (elsewhere, an unset --zookeepers is the db's default: none on KRaft)."""
     given = args.nodes is not None and args.zookeepers is not None
     if given or backend.backend not in ("ssh", "vagrant"):
-        return args.nodes or 5, args.zookeepers or 3
+        return args.nodes or 5, args.zookeepers
     options = backend.spec_options()
     inventory = (load_inventory(options["inventory"]) if backend.backend == "ssh"
                  else vagrant_inventory(options["vagrant_dir"]))
@@ -145,7 +146,7 @@ def _up(args: argparse.Namespace) -> int:
 
 
 def _db_spec(args: argparse.Namespace, backend: BackendOptions, brokers: int,
-             zookeepers: int) -> ClusterSpec:
+             zookeepers: int | None) -> ClusterSpec:
     """The cluster the chosen db (`--db` and its options) describes; ConfigError for an
     option of another db, or a value the db refuses."""
     kind = DBS[args.db]

@@ -28,6 +28,7 @@ from nemesis.capabilities import (
 __all__ = ["CLUSTER_CAPABILITIES", "SAFE_BROKER_CONFIG", "ClusterDB", "ClusterOptions",
            "cluster_spec"]
 
+DEFAULT_ZOOKEEPERS = 3
 SAFE_BROKER_CONFIG = {"min.insync.replicas": "2", "unclean.leader.election.enable": "false"}
 # What a running `Cluster` can do on any backend.
 CLUSTER_CAPABILITIES = frozenset({Killable, Pausable, PartitionableNetwork, HasController,
@@ -38,7 +39,9 @@ CLUSTER_CAPABILITIES = frozenset({Killable, Pausable, PartitionableNetwork, HasC
 class ClusterOptions:
     """Options of a db on a cluster (see `harness.options`)."""
 
-    zookeepers: int = field(default=3, metadata={"help": "ZooKeeper nodes"})
+    zookeepers: int | None = field(default=None, metadata={
+        "help": f"ZooKeeper nodes ({DEFAULT_ZOOKEEPERS} by default; none with brokers that "
+                f"use no ZooKeeper, such as Kafka in KRaft mode)"})
     colocate: bool = field(default=False, metadata={
         "help": "run ZooKeeper on the first broker nodes"})
     broker_config: Mapping[str, str] = field(
@@ -46,8 +49,14 @@ class ClusterOptions:
         metadata={"help": "a broker property (server.properties); merged over the defaults"})
 
     def __post_init__(self) -> None:
-        if not 1 <= self.zookeepers <= 99:
-            raise ValueError("zookeepers must be 1 to 99")
+        if self.zookeepers is not None and not 1 <= self.zookeepers <= 99:
+            raise ValueError(f"--zookeepers must be 1 to 99, got {self.zookeepers}")
+
+    def zookeeper_nodes(self) -> int:
+        """How many ZooKeeper nodes of their own these options give the cluster."""
+        if self.colocate:
+            return 0
+        return DEFAULT_ZOOKEEPERS if self.zookeepers is None else self.zookeepers
 
 
 @dataclass(frozen=True)
@@ -86,10 +95,15 @@ class ClusterDB:
 def cluster_spec(options: ClusterOptions, context: DBContext,
                  launcher: BrokerLauncher) -> ClusterSpec:
     """The cluster of `context.nodes` brokers that `options` and `launcher` describe (no
-    ZooKeeper for brokers that use none)."""
+    ZooKeeper for brokers that use none); ValueError when ZooKeepers are asked of those."""
     with_zookeeper = launcher.uses_zookeeper
+    if not with_zookeeper and (options.zookeepers is not None or options.colocate):
+        flag = "--zookeepers" if options.zookeepers is not None else "--colocate"
+        raise ValueError(f"{flag}: these {launcher.kind} brokers run without ZooKeeper (in "
+                         f"KRaft mode they are their own controllers); drop {flag}")
     return ClusterSpec(
-        brokers=context.nodes, zookeepers=options.zookeepers if with_zookeeper else 0,
+        brokers=context.nodes,
+        zookeepers=(options.zookeepers or DEFAULT_ZOOKEEPERS) if with_zookeeper else 0,
         colocate=options.colocate and with_zookeeper,
         broker_config=dict(options.broker_config), backend=context.backend.backend,
         options=context.backend.spec_options(), launcher=launcher)

@@ -75,6 +75,7 @@ from typing import Any
 
 from checker.registry import anomaly_types
 from harness.config import ConfigError, all_options, load_config
+from harness.db.cluster_db import ClusterOptions
 from harness.scenarios import SCENARIOS
 from nemesis.package import FAULTS, expand
 
@@ -508,8 +509,7 @@ def _cell(name: str, label: str, db: str, configuration: str, options: dict[str,
         except ConfigError as error:
             message = str(error).replace(f"{path}: ", "")
             raise PlanError(f"{source}: cell {name}: {message}") from error
-    zookeepers = 0 if getattr(config.db, "colocate", False) else getattr(config.db,
-                                                                         "zookeepers", 0)
+    zookeepers = config.db.zookeeper_nodes() if isinstance(config.db, ClusterOptions) else 0
     scenario = SCENARIOS.get(config.run.scenario or "")
     faults = tuple(scenario.faults if scenario is not None
                    else expand(config.nemesis.nemesis))

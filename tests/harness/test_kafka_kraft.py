@@ -166,6 +166,9 @@ KCHAOS = str(Path(sys.executable).parent / "kchaos")
      "Kafka 4.1.1 has no ZooKeeper mode (Kafka 4.0 removed it): drop --metadata "
      "zookeeper, or choose --kafka-version 3.9.1"),
     (("--kafka-version", "4.0.7"), "--kafka-version must be one of 4.2.0, 4.1.1, 3.9.1"),
+    (("--metadata", "kraft", "--zookeepers", "1"),
+     "--zookeepers: these kafka brokers run without ZooKeeper (in KRaft mode they are their "
+     "own controllers); drop --zookeepers"),
     (("--metadata", "kraft", "--nemesis", "expire-session"),
      "--nemesis expire-session needs ZooKeeper; --db kafka in KRaft mode has no ZooKeeper"),
 ])

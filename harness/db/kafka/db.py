@@ -59,6 +59,14 @@ class KafkaOptions(ClusterOptions):
         "help": "seconds the cluster may take to become healthy (a loaded machine starts "
                 "JVMs slowly)"})
 
+    def zookeeper_nodes(self) -> int:
+        """None in KRaft mode (the version's default or --metadata kraft)."""
+        try:
+            kraft = metadata_mode(self.kafka_version, self.metadata) == "kraft"
+        except ValueError:
+            kraft = False
+        return 0 if kraft else super().zookeeper_nodes()
+
     def __post_init__(self) -> None:
         super().__post_init__()
         if not self.heap[:-1].isdigit() or self.heap[-1] not in "mMgG":
