@@ -184,3 +184,11 @@ def test_bad_kraft_input_is_one_line_exit_3_and_starts_nothing(tmp_path, args, s
         assert len(done.stderr.strip().splitlines()) == 1, done.stderr
         assert not (tmp_path / "state").exists() or not any((tmp_path / "state").iterdir())
         assert not (tmp_path / "store").exists()
+
+
+def test_a_kraft_cluster_counts_no_zookeeper_nodes():
+    assert KafkaOptions(kafka_version="4.1.1").zookeeper_nodes() == 0
+    assert KafkaOptions(metadata="kraft").zookeeper_nodes() == 0
+    assert KafkaOptions().zookeeper_nodes() == 3
+    assert KafkaOptions(zookeepers=1).zookeeper_nodes() == 1
+    assert KafkaOptions(zookeepers=1, colocate=True).zookeeper_nodes() == 0
