@@ -18,7 +18,7 @@ from nemesis.package import expand
 
 def test_defaults_are_the_safe_configuration():
     config = load_config()
-    assert (config.run.nodes, config.db.zookeepers, config.run.time_limit) == (5, 3, 60.0)
+    assert (config.run.nodes, config.db.zookeeper_nodes(), config.run.time_limit) == (5, 3, 60.0)
     assert config.workload.acks == "all"
     assert config.db.broker_config == {"min.insync.replicas": "2",
                                        "unclean.leader.election.enable": "false"}
