@@ -52,11 +52,13 @@ class ClusterOptions:
         if self.zookeepers is not None and not 1 <= self.zookeepers <= 99:
             raise ValueError(f"--zookeepers must be 1 to 99, got {self.zookeepers}")
 
+    def zookeeper_count(self) -> int:
+        """How many ZooKeepers a cluster with ZooKeeper runs: --zookeepers, or the default."""
+        return DEFAULT_ZOOKEEPERS if self.zookeepers is None else self.zookeepers
+
     def zookeeper_nodes(self) -> int:
         """How many ZooKeeper nodes of their own these options give the cluster."""
-        if self.colocate:
-            return 0
-        return DEFAULT_ZOOKEEPERS if self.zookeepers is None else self.zookeepers
+        return 0 if self.colocate else self.zookeeper_count()
 
 
 @dataclass(frozen=True)
@@ -103,7 +105,7 @@ def cluster_spec(options: ClusterOptions, context: DBContext,
                          f"KRaft mode they are their own controllers); drop {flag}")
     return ClusterSpec(
         brokers=context.nodes,
-        zookeepers=(options.zookeepers or DEFAULT_ZOOKEEPERS) if with_zookeeper else 0,
+        zookeepers=options.zookeeper_count() if with_zookeeper else 0,
         colocate=options.colocate and with_zookeeper,
         broker_config=dict(options.broker_config), backend=context.backend.backend,
         options=context.backend.spec_options(), launcher=launcher)

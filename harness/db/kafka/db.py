@@ -60,7 +60,7 @@ class KafkaOptions(ClusterOptions):
                 "JVMs slowly)"})
 
     def zookeeper_nodes(self) -> int:
-        """None in KRaft mode (the version's default or --metadata kraft)."""
+        """0 in KRaft mode (the version's default or --metadata kraft)."""
         try:
             kraft = metadata_mode(self.kafka_version, self.metadata) == "kraft"
         except ValueError:
