@@ -23,6 +23,7 @@ def spark_session(master: str = DEFAULT_MASTER, app_name: str = "kchaos",
 
     A session that was already running, started by any thread, is reused as it is (the
     caller that started it shipped `checker` and stops it); otherwise it is stopped on exit.
+    A local master's Python workers are started before the session is handed out.
     With `log`, a JVM this call starts writes its output (Spark's start-up lines, the JVM's
     warnings) there instead of to this process's terminal.
     """
@@ -50,9 +51,23 @@ def spark_session(master: str = DEFAULT_MASTER, app_name: str = "kchaos",
     with tempfile.TemporaryDirectory(prefix="kchaos-spark-") as scratch:
         session.sparkContext.addPyFile(_zip_package(Path(scratch)))
         try:
+            if master.startswith("local"):
+                _start_python_workers(session.sparkContext)
             yield session
         finally:
             session.stop()
+
+
+def _start_python_workers(context: Any) -> None:
+    """Start a local master's Python workers, `checker` imported, before the first check
+    needs them: Spark starts them with the first job, which then waits about 1.7 s. A
+    cluster's executors may register late or never, so its session does not wait here."""
+    slots = context.defaultParallelism
+    context.parallelize(range(slots), slots).foreach(_import_checker)
+
+
+def _import_checker(_: int) -> None:
+    import checker.core  # noqa: F401 - the import is the work
 
 
 def _start_jvm(log: Path) -> None:

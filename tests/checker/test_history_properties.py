@@ -1,9 +1,11 @@
-"""Property tests: random valid histories survive the writer/reader and the EDN round trip."""
+"""Property tests: random valid histories survive the writer/reader, the EDN round trip and
+pickling (how Spark ships them)."""
 
 from __future__ import annotations
 
 import io
 import os
+import pickle
 import tempfile
 
 from hypothesis import HealthCheck, given, settings
@@ -69,7 +71,7 @@ class _Clock:
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(histories())
-def test_written_histories_read_back_and_export_to_edn(history):
+def test_written_histories_read_back_export_to_edn_and_pickle(history):
     with tempfile.TemporaryDirectory() as directory:
         path = os.path.join(directory, "history.jsonl")
         with HistoryWriter(path, clock=_Clock()) as writer:
@@ -83,6 +85,9 @@ def test_written_histories_read_back_and_export_to_edn(history):
             out.write(edn.getvalue())
         if written:
             assert read_ops(edn_path) == written
+    unpickled = pickle.loads(pickle.dumps(written, pickle.HIGHEST_PROTOCOL))
+    assert unpickled == written
+    assert [op.extra for op in unpickled] == [op.extra for op in written]
     operations = pair_operations(written)
     invokes = [op for op in written if op.type == "invoke" and op.process != "nemesis"]
     assert [op.invoke_index for op in operations] == [op.index for op in invokes]
