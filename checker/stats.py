@@ -14,9 +14,11 @@ run whose sends all failed wrote nothing to lose, and its other checkers find no
   says little about the system).
 - valid otherwise.
 
-`crash` ops end their client process on purpose and complete `info` by design: they are
-counted but not judged. Stats: `by-f` ({f: {ok, fail, info}}), `never-succeeded` and
-`too-few` (the offending fs), `not-judged` (the crash fs present), `min-invocations`.
+`crash` ops end their client process on purpose and complete `info` by design, and the
+final drain asks for `end-offsets` once per client thread, an answer the other checkers
+do without when none came: both are counted but not judged. Stats: `by-f` ({f: {ok,
+fail, info}}), `never-succeeded` and `too-few` (the offending fs), `not-judged` (those
+fs present), `min-invocations`.
 """
 
 from __future__ import annotations
@@ -34,8 +36,9 @@ __all__ = ["ANOMALIES", "MIN_INVOCATIONS", "OUTCOMES", "UNJUDGED", "StatsChecker
 ANOMALIES = ("never-succeeded",)
 # Fewer invocations than this of an f that never succeeded are too few to judge.
 MIN_INVOCATIONS = 3
-# Client fs that never succeed by design: a crash ends its process, completing info.
-UNJUDGED = frozenset({"crash"})
+# Client fs not judged: a crash ends its process, completing info by design; the final
+# drain's end-offsets are asked once per thread, and the checkers do without them.
+UNJUDGED = frozenset({"crash", "end-offsets"})
 OUTCOMES = ("ok", "fail", "info")
 WITNESS_OPS = 10
 WITNESS_ERRORS = 5

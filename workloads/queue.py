@@ -336,7 +336,7 @@ def queue_workload(options: QueueOptions,
         idle_polls = options.drain_idle_polls
         if options.txn:
             idle_polls = drain_idle_polls(options.op_timeout, options.poll_timeout, idle_polls)
-        final_generator = final.drain(keys, idle_polls)
+        final_generator = final.drain(keys, idle_polls, end_offsets=True)
     client_options = options.client_options()
     client = factory(options.client, client_options)
     return Workload(

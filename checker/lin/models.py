@@ -246,7 +246,7 @@ KV = Model(
 # null) is of unknown outcome, since acks=0 acknowledges nothing.
 
 LOG_FUNCTIONS = frozenset({"send", "poll", "txn"})
-NOT_LOG_FUNCTIONS = frozenset({"assign", "subscribe", "crash"})
+NOT_LOG_FUNCTIONS = frozenset({"assign", "subscribe", "crash", "end-offsets"})
 _RECORDS_DESCRIBED = 4
 
 

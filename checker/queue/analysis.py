@@ -38,7 +38,7 @@ from typing import Any, ClassVar
 from checker.allowed import ALLOWED_BECAUSE, because
 from checker.core import Anomaly, Memo, Result, check_by_key, compose_results, condense, safely
 from checker.history import HistoryError, Op
-from checker.queue.events import RESET, Event, Key, events_of, proven_sends
+from checker.queue.events import END, RESET, Event, Key, events_of, proven_sends
 from checker.queue.finders import KeyReport, QueueBudget, analyse_key
 
 __all__ = [
@@ -219,9 +219,11 @@ Resets = dict[Any, list[tuple[int, tuple | None]]]  # process -> sorted (index, 
 @dataclass(frozen=True)
 class KeyPart:
     """What one key's analysis needs, picklable for an executor: the key's events, every
-    process's resets, the info transactions that some key proves committed, and the budget
-    with the deadline of the whole analysis. A key over the budget of events carries only
-    the reason (`over_budget`), not its events."""
+    process's resets, the info transactions that some key proves committed, the budget
+    with the deadline of the whole analysis, and the key's end offset when the final
+    drain asked the broker for it (`end`: the highest answered, and that op's index). A
+    key over the budget of events carries only the reason (`over_budget`), not its
+    events."""
 
     events: list[Event]
     resets: Resets
@@ -229,6 +231,7 @@ class KeyPart:
     budget: QueueBudget
     deadline: float
     over_budget: str | None = None
+    end: tuple[int, int] | None = None
 
     def __len__(self) -> int:
         return len(self.events)
@@ -241,6 +244,7 @@ def split_by_key(history: Iterable[Op], source: str = "<history>",
     queue value raises HistoryError (`source`, the op's index + 1)."""
     by_key: dict[Key, list[Event]] = defaultdict(list)
     resets: Resets = defaultdict(list)
+    ends: dict[Key, tuple[int, int]] = {}
     for op in history:
         try:
             events = events_of(op.index, op.time, op.type, op.process, op.f, op.value, op.extra)
@@ -249,6 +253,9 @@ def split_by_key(history: Iterable[Op], source: str = "<history>",
         for key, event in events:
             if key == RESET:
                 resets[event[1]].append((event[0], event[2]))
+            elif event[1] == END:
+                if key not in ends or event[4] > ends[key][0]:
+                    ends[key] = (event[4], event[0])
             else:
                 by_key[key].append(event)
     for items in resets.values():
@@ -264,7 +271,8 @@ def split_by_key(history: Iterable[Op], source: str = "<history>",
     for key in sorted(by_key, key=repr):
         too_many = budget.too_many(key, len(by_key[key]))
         events = [] if too_many else by_key[key]
-        parts.append((key, KeyPart(events, *shared, budget, deadline, too_many)))
+        parts.append((key, KeyPart(events, *shared, budget, deadline, too_many,
+                                   ends.get(key))))
     return parts
 
 
@@ -272,7 +280,8 @@ def analyse_part(key: Key, part: KeyPart) -> KeyReport:
     """One key's report (`checker.queue.finders.analyse_key`)."""
     if part.over_budget:
         return KeyReport(key, unknown=part.over_budget)
-    return analyse_key(key, part.events, part.resets, part.budget, part.deadline, part.proven)
+    return analyse_key(key, part.events, part.resets, part.budget, part.deadline, part.proven,
+                       part.end)
 
 
 def analyse(history: Iterable[Op], source: str = "<history>",

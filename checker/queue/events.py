@@ -3,7 +3,9 @@
 `events_of` turns one op into events of the keys it touches (shapes in its docstring)
 and into resets (assign, subscribe, crash: which keys a process keeps its position on; in
 a subscribe run also the keys a rebalance callback assigned or revoked, and the keys of
-records a before-process poll fetched but did not process);
+records a before-process poll fetched but did not process); an ok `end-offsets` op (the
+final drain's: each key's end offset, as the broker answered ListOffsets for the latest
+offset) gives each key an END event;
 `dropped_at` reads a key's resets. An info `txn` op is atomic, so a poll of any value it
 sent proves all its sends committed: `proven_sends` finds those ops key by key.
 """
@@ -17,14 +19,16 @@ from typing import Any
 
 from checker.history import HistoryError, Op, collector_paused, numbered_queue_ops
 
-__all__ = ["COMPLETE", "INVOKE", "READ", "RESET", "Event", "Key", "dropped_at", "events_of",
-           "normalise_key", "proven_sends", "read_queue_ops", "validated_queue_ops"]
+__all__ = ["COMPLETE", "END", "END_OFFSETS", "INVOKE", "READ", "RESET", "Event", "Key",
+           "dropped_at", "events_of", "normalise_key", "proven_sends", "read_queue_ops",
+           "validated_queue_ops"]
 
 RESET = "\x00reset"
 DROP = "\x00drop"  # a reset's kept keys starting with DROP: it drops just the keys after it
 RESET_FUNCTIONS = frozenset({"assign", "subscribe", "crash"})
 MICRO_OP_FUNCTIONS = frozenset({"send", "txn", "poll"})
-INVOKE, COMPLETE, READ = 0, 1, 2
+END_OFFSETS = "end-offsets"
+INVOKE, COMPLETE, READ, END = 0, 1, 2, 3
 _INTEGER = re.compile(r"-?[0-9]+\Z")
 
 Key = Hashable
@@ -67,6 +71,8 @@ def events_of(index: int, when: int, kind: str, process: Any, f: str, value: Any
     COMPLETE (index, 1, process, time, type, [(pos, offset|None, value)], acks, node, atomic,
               linked)
     READ     (index, 2, process, time, [(offset, value)], type, writes, atomic)
+    END      (index, 3, process, time, end offset) of an ok end-offsets op, whose value is
+             an object of key -> the key's end offset (the offset its next record takes)
     and (RESET, (index, process, kept keys | None)) for a completed (ok or info) assign or
     subscribe (its value is the list of keys it keeps; one that seeks to the beginning, or
     a group subscription, keeps none) and for an invoked crash (keeps none); and
@@ -79,6 +85,8 @@ def events_of(index: int, when: int, kind: str, process: Any, f: str, value: Any
     moved = _moved_keys(index, process, extra) if kind != "invoke" else []
     if f in RESET_FUNCTIONS:
         return _reset_of(index, kind, process, f, value, extra) + moved
+    if f == END_OFFSETS:
+        return _ends_of(index, kind, process, when, value) + moved
     if f not in MICRO_OP_FUNCTIONS or value is None:
         return moved
     if not isinstance(value, list):
@@ -163,6 +171,22 @@ def _reset_of(index: int, kind: str, process: Any, f: str, value: Any,
     if not isinstance(value, list):
         raise ValueError(f"{f} value must be the list of keys, got {value!r}")
     return [(RESET, (index, process, tuple(normalise_key(k) for k in value)))]
+
+
+def _ends_of(index: int, kind: str, process: Any, when: int, value: Any
+             ) -> list[tuple[Key, Event]]:
+    if kind != "ok":
+        return []
+    if not isinstance(value, dict):
+        raise ValueError(f"{END_OFFSETS} value must be an object of key -> end offset, "
+                         f"got {value!r}")
+    events: list[tuple[Key, Event]] = []
+    for key, end in value.items():
+        if not isinstance(end, int) or isinstance(end, bool) or end < 0:
+            raise ValueError(f"{END_OFFSETS}: key {key!r} has end offset {end!r}, not an "
+                             f"offset (an integer >= 0)")
+        events.append((normalise_key(key), (index, END, process, when, end)))
+    return events
 
 
 def _pairs(pairs: Any) -> list[tuple[int, Any]]:

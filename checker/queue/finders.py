@@ -5,8 +5,13 @@ and runs one finder per anomaly on it, and collects the key's dependency edges
 Anomalies (witnesses name ops by index):
   lost-write             committed, never read, though a later offset of its key was read;
                          or read, but every offset it was seen at later read another value
-                         (the log was truncated under it, e.g. by an unclean election)
+                         (the log was truncated under it, e.g. by an unclean election);
+                         or, when the final drain asked the broker for the key's end
+                         offset, every offset it was acknowledged or read at is at or past
+                         that end (the log was cut back under it and nothing rewrote it,
+                         e.g. every replica lost its unflushed tail in a power loss)
   unseen                 committed, never read, at or beyond every offset read of its key
+                         and, if the end offset is known, below it
   duplicate              one value at several offsets of a key (polls of aborted and
                          crashed transactions count: a poller must never return bad data)
   inconsistent-offsets   one offset of a key holding different values
@@ -112,24 +117,27 @@ class KeyReport:
 def analyse_key(key: Key, events: list[Event],
                 resets: Mapping[Any, Sequence[tuple[int, tuple | None]]],
                 budget: QueueBudget | None = None, deadline: float | None = None,
-                proven: Collection[int] = frozenset()) -> KeyReport:
+                proven: Collection[int] = frozenset(),
+                end: tuple[int, int] | None = None) -> KeyReport:
     """Run every finder on one key's events; `resets` maps process -> sorted (index, kept
     keys) of its reassignments, `proven` holds the indices of info transactions known to
-    have committed (`checker.queue.events.proven_sends` of every key). Past the budget (too many
-    events, or `deadline` passed) the report is `unknown`."""
+    have committed (`checker.queue.events.proven_sends` of every key), `end` the key's end
+    offset from the final drain and the index of the op that asked. Past the budget (too
+    many events, or `deadline` passed) the report is `unknown`."""
     budget = budget or QueueBudget()
     too_many = budget.too_many(key, len(events))
     if too_many:
         return KeyReport(key, unknown=too_many)
     try:
-        return _analyse_key(key, events, dropped_at(resets, key), proven, deadline)
+        return _analyse_key(key, events, dropped_at(resets, key), proven, deadline, end)
     except _OutOfTime:
         return KeyReport(key, unknown=f"key {key!r}: the time budget of {budget.seconds:g} s "
                                       f"was spent (queue_budget_seconds)")
 
 
 def _analyse_key(key: Key, events: list[Event], dropped: Mapping[Any, Sequence[int]],
-                 proven: Collection[int], deadline: float | None) -> KeyReport:
+                 proven: Collection[int], deadline: float | None,
+                 end: tuple[int, int] | None) -> KeyReport:
     def in_time() -> None:
         if deadline is not None and time.time() > deadline:
             raise _OutOfTime
@@ -159,7 +167,7 @@ def _analyse_key(key: Key, events: list[Event], dropped: Mapping[Any, Sequence[i
     _precommitted_reads(report, log)
     in_time()
     _losses(report, log, first_read, last_read, max_read,
-            _overwritten(log.value_offsets, latest_read))
+            _overwritten(log.value_offsets, latest_read), end)
     in_time()
     _poll_orders(report, log, dropped)
     in_time()
@@ -236,9 +244,11 @@ def _overwritten(value_offsets: dict[Any, dict[int, int]],
 
 def _losses(report: KeyReport, log: KeyLog, first_read: dict[Any, tuple[int, int]],
             last_read: dict[Any, int], max_read: tuple[int, int] | None,
-            overwritten: dict[Any, tuple[int, Any, int]]) -> None:
-    """Committed sends never read (lost below the highest offset read, else unseen), and
-    those read but overwritten later (lost; the loss keeps when a poll last read it)."""
+            overwritten: dict[Any, tuple[int, Any, int]],
+            log_end: tuple[int, int] | None) -> None:
+    """Committed sends never read (lost below the highest offset read, else unseen), those
+    read but overwritten later (lost; the loss keeps when a poll last read it), and those
+    whose every offset is at or past the key's end offset (lost)."""
     deltas = report.unseen_deltas
     for w in log.committed:
         if log.writer.get(w.value) is not w:
@@ -250,6 +260,14 @@ def _losses(report: KeyReport, log: KeyLog, first_read: dict[Any, tuple[int, int
             witness = {"key": report.key, "value": value, "offset": offset,
                        "overwritten-by": other, "ops": [w.index, seen[0], index]}
             _lose(report, w, "lost-write", witness, last_read[value])
+            continue
+        offsets = log.value_offsets.get(value)
+        if log_end is not None and offsets and min(offsets) >= log_end[0]:
+            witness = {"key": report.key, "value": value, "offset": min(offsets),
+                       "end-offset": log_end[0],
+                       "ops": [w.index, *([seen[0]] if seen else []), log_end[1]]}
+            _lose(report, w, "lost-write", witness,
+                  last_read[value] if seen is not None else None)
             continue
         if seen is not None:
             start, end = w.time // NS_PER_SECOND, seen[1] // NS_PER_SECOND

@@ -127,6 +127,54 @@ def test_a_value_read_at_an_offset_no_later_read_reached_is_not_lost():
     assert found(b) == {}
 
 
+def test_a_value_read_at_offsets_the_final_end_offset_cut_off_is_a_lost_write():
+    # every replica lost the key's tail after the last write (a power loss): the final
+    # drain reads nothing, and nothing rewrote the offsets, so only the end offset shows it
+    b = Builder()
+    kept = b.send(0, 1, 10, 0)
+    lost = b.send(0, 1, 11, 1)
+    read = b.poll(5, {1: [(0, 10), (1, 11)]})
+    end = b.end_offsets(6, {1: 1})
+    anomalies = found(b)
+    assert set(anomalies) == {"lost-write"}
+    assert anomalies["lost-write"]["examples"] == [
+        {"key": 1, "value": 11, "offset": 1, "end-offset": 1, "ops": [lost, read, end]}]
+    assert kept < lost
+
+
+def test_an_acknowledged_write_past_the_final_end_offset_is_lost_not_unseen():
+    b = Builder()
+    b.send(0, 1, 10, 0)
+    lost = b.send(0, 1, 11, 1)
+    b.poll(5, {1: [(0, 10)]})
+    end = b.end_offsets(6, {1: 1})
+    anomalies = found(b)
+    assert set(anomalies) == {"lost-write"}
+    [witness] = anomalies["lost-write"]["examples"]
+    assert witness["end-offset"] == 1 and witness["ops"] == [lost, end]
+
+
+def test_writes_below_the_final_end_offset_are_not_lost_and_the_highest_end_counts():
+    b = Builder()
+    b.send(0, 1, 10, 0)
+    b.send(0, 1, 11, 1)
+    b.poll(5, {1: [(0, 10), (1, 11)]})
+    b.end_offsets(6, {1: 1})
+    b.end_offsets(7, {1: 2})
+    b.end_offsets(8, {1: 0}, kind="fail")
+    assert found(b) == {}
+    unread = Builder()
+    unread.send(0, 1, 10, 0)
+    unread.end_offsets(6, {1: 1})
+    assert set(found(unread)) == {"unseen"}
+
+
+@pytest.mark.parametrize("value", [[["x", 1]], {"1": -1}, {"1": "2"}, {"1": True}])
+def test_a_malformed_end_offsets_op_is_an_input_error(value):
+    with pytest.raises(ValueError, match="end-offsets"):
+        events_of(0, 0, "ok", 0, "end-offsets", value, {})
+
+
 def test_an_unread_failed_send_is_neither_lost_nor_unseen():
     b = Builder()
     b.send(0, 1, 10, kind="fail")

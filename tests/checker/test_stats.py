@@ -97,6 +97,16 @@ def test_crash_ops_end_their_process_on_purpose_and_are_not_judged():
     assert result.stats["by-f"]["crash"] == {"ok": 0, "fail": 0, "info": MIN_INVOCATIONS}
 
 
+def test_end_offsets_the_final_drain_never_got_are_counted_not_judged():
+    h = Ops()
+    h.call(9, "send", "ok")
+    for process in range(MIN_INVOCATIONS):
+        h.call(process, "end-offsets", "fail")
+    result = check(h)
+    assert result.valid is True and result.stats["not-judged"] == ["end-offsets"]
+    assert result.stats["by-f"]["end-offsets"] == {"ok": 0, "fail": MIN_INVOCATIONS, "info": 0}
+
+
 def test_a_never_succeeded_f_outweighs_one_with_too_few_invocations():
     h = Ops()
     for _ in range(MIN_INVOCATIONS):

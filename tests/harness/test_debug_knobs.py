@@ -27,8 +27,8 @@ KNOBS: dict[str, tuple[tuple[str, ...], frozenset[str], str | None]] = {
         ("--txn", "--abort-rate", "0.2", "--nemesis", "none"), frozenset({"G1a"}), None),
     # seed 60's schedule: one power loss, of every replica of a partition (all three
     # brokers), at 2.5 s, power on at 6.1 s, then 14 s of writes that reuse the lost
-    # offsets (a power loss after the last write leaves the checkers nothing to compare:
-    # the final reads find the logs empty)
+    # offsets (a power loss after the last write is
+    # test_a_power_loss_after_the_last_write_is_found_from_the_end_offsets)
     "kchaos.debug.lose-unflushed-on-crash": (
         ("--acks", "all", "--nemesis", "crash-lose-unflushed", "--nemesis-interval", "8",
          "--time-limit", "20", "--seed", "60"),
@@ -61,6 +61,21 @@ def found(store: Path, options: tuple[str, ...], *settings: str) -> dict[str, in
         for kind, anomaly in (body.get("anomalies") or {}).items():
             counts[kind] = max(counts.get(kind, 0), anomaly["count"])
     return counts
+
+
+@pytest.mark.cluster
+@pytest.mark.timeout(600)
+def test_a_power_loss_after_the_last_write_is_found_from_the_end_offsets(tmp_path):
+    # seed 139's schedule: every replica loses power at 13.4 s of 15, so the writes stop
+    # there and the final drain reads empty logs: only the end offsets the drain asked
+    # for show that records earlier polls read are gone
+    options = ("--acks", "all", "--nemesis", "crash-lose-unflushed", "--nemesis-interval",
+               "8", "--seed", "139")
+    found(tmp_path, options, "kchaos.debug.lose-unflushed-on-crash=true")
+    results = json.loads((tmp_path / "latest" / "results.json").read_text())
+    lost = results["checkers"]["queue"]["anomalies"]["lost-write"]
+    assert lost["count"] > 0
+    assert all("end-offset" in witness for witness in lost["examples"]), lost
 
 
 def test_every_debug_knob_of_the_broker_is_tested_here():

@@ -34,7 +34,7 @@ def flags_for(kind: str) -> list[str]:
 
 @pytest.mark.parametrize("history", sorted(ANOMALIES.glob("*.jsonl")), ids=lambda p: p.stem)
 def test_each_example_history_shows_the_anomaly_it_is_named_after(history, tmp_path, capsys):
-    kind = history.stem.removesuffix("-truncated")
+    kind = history.stem.removesuffix("-truncated").removesuffix("-past-end")
     out = tmp_path / "results.json"
     main(["check-history", str(history), "--local", "--json", str(out), *flags_for(kind)])
     capsys.readouterr()

@@ -65,6 +65,10 @@ class MemoryClient:
             return completed(op, "ok", op["value"])
         if op["f"] == "crash":
             return completed(op, "info", None)
+        if op["f"] == "end-offsets":
+            with self.log.lock:
+                return completed(op, "ok", {str(key): len(self.log.logs.get(key, []))
+                                            for key in op["value"]})
         if op["f"] == "hang":
             time.sleep(2)
             return completed(op, "ok", None)

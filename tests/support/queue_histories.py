@@ -53,6 +53,11 @@ class Builder:
         extra = {"seek_to_beginning": True} if seek_to_beginning else {}
         return self.op(process, f, keys, "ok", keys, **extra)
 
+    def end_offsets(self, process: Any, ends: dict[Any, int], kind: str = "ok") -> int:
+        """The final drain's question to the broker: each key's end offset."""
+        done = {str(k): end for k, end in ends.items()} if kind == "ok" else list(ends)
+        return self.op(process, "end-offsets", list(ends), kind, done)
+
     def nemesis(self, f: str, value: Any) -> int:
         return self._line("info", "nemesis", f, value, {})
 

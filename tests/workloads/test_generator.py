@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from workloads.core import final
 from workloads.core import generator as gen
 from workloads.core.generator import PENDING, Context
@@ -216,6 +218,37 @@ def test_drain_gives_up_after_idle_polls_and_retries_failed_assign():
         g = gen.update(g, None, ctx.busy(0), done)
         ctx = ctx.release(0)
     assert ops == ["send", "send", "assign", "assign", "poll", "poll"]
+
+
+@pytest.mark.parametrize("outcome", ["ok", "fail", "info"])
+def test_drain_with_end_offsets_asks_once_per_thread_after_its_polls(outcome):
+    g = sends_then_drain(final.drain([0, 1], idle_polls=1, crash_first=False,
+                                     end_offsets=True))
+    ctx = Context.initial(2)
+    ops = []
+    for _ in range(50):
+        result = gen.op(g, None, ctx)
+        if result is None:
+            break
+        op, g = result
+        ops.append(op)
+        thread = ctx.thread_of(op["process"])
+        g = gen.update(g, None, ctx.busy(thread), op)
+        if op["f"] == "send":
+            micro = op["value"][0]
+            done = {**op, "type": "ok", "value": [["send", micro[1], [0, micro[2]]]]}
+        elif op["f"] == "poll":
+            done = {**op, "type": "ok", "value": [["poll", {}]]}
+        elif op["f"] == "end-offsets":
+            done = {**op, "type": outcome, "value": {"0": 1, "1": 1}}
+        else:
+            done = {**op, "type": "ok"}
+        g = gen.update(g, None, ctx.busy(thread), done)
+        ctx = ctx.release(thread, crashed=done["type"] == "info")
+    ends = [op for op in ops if op["f"] == "end-offsets"]
+    assert [op["value"] for op in ends] == [[0, 1], [0, 1]]
+    assert {op["process"] for op in ends} == {0, 1}
+    assert all(fs(ops)[i - 1] == "poll" for i, op in enumerate(ops) if op in ends)
 
 
 def test_final_phase_heals_sleeps_then_drains():

@@ -2,7 +2,9 @@
 
 `Drain` is a pure generator (see `workloads.core.generator`) that learns, from updates,
 the highest offset any op saw for each key, and makes every client thread reopen
-its client, assign every key from the beginning and poll until caught up.
+its client, assign every key from the beginning and poll until caught up; with
+`end_offsets`, each thread then asks the broker for every key's end offset, so the
+checkers can tell a log cut back under records read earlier (`end-offsets` ops).
 """
 
 from __future__ import annotations
@@ -70,13 +72,16 @@ class ReaderState:
 class Drain:
     """Every client thread reopens its client, assigns every key from the beginning and
     polls until it has read up to the highest offset any op saw for each key (at least
-    one poll; or after `idle_polls` polls in a row that read nothing). It needs the
-    updates of the whole test, so it must be part of the test's generator from the start
-    (`phases` passes every update to the phases to come)."""
+    one poll; or after `idle_polls` polls in a row that read nothing); with
+    `end_offsets`, it then asks once for every key's end offset (an `end-offsets` op,
+    whatever its outcome the thread's last). It needs the updates of the whole test, so
+    it must be part of the test's generator from the start (`phases` passes every update
+    to the phases to come)."""
 
     keys: tuple[Any, ...]
     idle_polls: int = 10
     crash_first: bool = True
+    end_offsets: bool = False
     targets: Mapping[Any, int] = field(default_factory=dict)
     readers: Mapping[Thread, ReaderState] = field(default_factory=dict)
 
@@ -94,7 +99,7 @@ class Drain:
             state = self._state(thread)
             if state.stage == "done":
                 continue
-            if thread not in ctx.free or state.stage == "assigning":
+            if thread not in ctx.free or state.stage in ("assigning", "ending"):
                 waiting = True
                 continue
             process = ctx.process(thread)
@@ -105,8 +110,11 @@ class Drain:
                 item = {"f": "assign", "value": list(self.keys), "seek_to_beginning": True}
                 state = ReaderState("assigning", process)
             elif self.caught_up(state) or state.idle >= self.idle_polls:
-                readers = {**self.readers, thread: replace(state, stage="done")}
-                return replace(self, readers=readers).op(test, ctx)
+                if not self.end_offsets:
+                    readers = {**self.readers, thread: replace(state, stage="done")}
+                    return replace(self, readers=readers).op(test, ctx)
+                item = {"f": "end-offsets", "value": list(self.keys)}
+                state = replace(state, stage="ending", process=process)
             else:
                 item = {"f": "poll", "value": [["poll"]]}
             filled = {**item, "type": "invoke", "time": ctx.time, "process": process}
@@ -122,7 +130,9 @@ class Drain:
         state = self.readers.get(thread) if thread is not None else None
         if state is None or event.get("type") == "invoke" or state.process != event["process"]:
             return replace(self, targets=targets)
-        if event.get("type") != "ok":
+        if event.get("f") == "end-offsets":
+            state = replace(state, stage="done")
+        elif event.get("type") != "ok":
             state = ReaderState("assign")
         elif event.get("f") == "assign":
             state = replace(state, stage="poll")
@@ -135,8 +145,9 @@ class Drain:
         return replace(self, targets=targets, readers={**self.readers, thread: state})
 
 
-def drain(keys: Iterable[Any], idle_polls: int = 10, crash_first: bool = True) -> Drain:
-    return Drain(tuple(keys), idle_polls, crash_first)
+def drain(keys: Iterable[Any], idle_polls: int = 10, crash_first: bool = True,
+          end_offsets: bool = False) -> Drain:
+    return Drain(tuple(keys), idle_polls, crash_first, end_offsets)
 
 
 def final_phase(nemesis_final: Any, client_final: Any, recovery_seconds: float = 5.0,

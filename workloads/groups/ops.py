@@ -200,4 +200,4 @@ def final_generator(keys: list[Any], groups: int, commit: str, idle_polls: int,
         GroupOps(FinalPolls(idle_polls, idle_ns), groups, commit),
         WithGroup(gen.each_thread({"f": "crash", "value": "close"}), groups),
         committed_reads(groups),
-        Drain(tuple(keys), idle_polls, crash_first=True))
+        Drain(tuple(keys), idle_polls, crash_first=True, end_offsets=True))

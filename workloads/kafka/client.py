@@ -195,9 +195,10 @@ class QueueClient:
     """What the Kafka adapters share: the unopened factory value (`Adapter(options)`; `open`
     returns a connected copy), the op dispatch, the read positions and, in subscribe mode,
     the process's group member. Subclasses name their `library`, connect in `open` and
-    implement `_send`, `_poll`, `_assign` and `_committed`. `children` is the workload's
-    registry of consumer child processes, shared by the factory value and its copies;
-    `member_main` the module whose `main` serves a consumer child of the adapter's library."""
+    implement `_send`, `_poll`, `_assign`, `_committed` and `_end_offsets`. `children` is
+    the workload's registry of consumer child processes, shared by the factory value and
+    its copies; `member_main` the module whose `main` serves a consumer child of the
+    adapter's library."""
 
     library = ""
     member_main = ""
@@ -243,6 +244,9 @@ class QueueClient:
         if f == "assign":
             self._assign(list(op["value"]), bool(op.get("seek_to_beginning")))
             return completed(op, "ok", op["value"])
+        if f == "end-offsets":
+            return completed(op, "ok", {str(key): end for key, end in
+                                        self._end_offsets(list(op["value"])).items()})
         if f == "crash":
             if self.member is not None:
                 return self.member.crash(op)
@@ -272,6 +276,11 @@ class QueueClient:
 
     def _committed(self, group: str) -> dict[Any, int | None]:
         """key -> the group's committed (next) offset, None where it has none."""
+        raise NotImplementedError
+
+    def _end_offsets(self, keys: list[Any]) -> dict[Any, int]:
+        """key -> the key's end offset as the broker answers ListOffsets for the latest
+        offset, read_uncommitted: its high watermark."""
         raise NotImplementedError
 
     def _send(self, op: Mapping[str, Any]) -> dict[str, Any]:

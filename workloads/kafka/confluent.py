@@ -332,6 +332,24 @@ class ConfluentClient(QueueClient):
                 for p in found}
 
 
+    def _end_offsets(self, keys: list[Any]) -> dict[Any, int]:
+        options = self.options
+        reader = Consumer({**self._consumer_config(), "isolation.level": "read_uncommitted"})
+        ends: dict[Any, int] = {}
+        try:
+            for key in keys:
+                partition = TopicPartition(options.topic_of(key), options.key_partitions[key])
+                found = reader.get_watermark_offsets(partition, timeout=options.op_timeout,
+                                                     cached=False)
+                if found is None:
+                    raise TimeoutError(f"no end offset of key {key!r} within "
+                                       f"{options.op_timeout:g} s")
+                ends[key] = found[1]
+        finally:
+            reader.close()
+        return ends
+
+
 class _PollFailed(Exception):
     """The consumer failed inside a transaction (which is then aborted)."""
 

@@ -172,6 +172,19 @@ class KafkaPythonClient(QueueClient):
             if start is not None:
                 self.consumer.seek(partitions[key], start)
 
+    def _end_offsets(self, keys: list[Any]) -> dict[Any, int]:
+        reader = KafkaConsumer(bootstrap_servers=self.options.bootstrap_for(self.node),
+                               group_id=None, enable_auto_commit=False,
+                               isolation_level="read_uncommitted",
+                               request_timeout_ms=max(1000, int(self.options.op_timeout * 1000)))
+        try:
+            partitions = {key: TopicPartition(self.options.topic, self.options.key_partitions[key])
+                          for key in keys}
+            ends = reader.end_offsets(list(partitions.values()))
+        finally:
+            reader.close()
+        return {key: ends[partition] for key, partition in partitions.items()}
+
     def _committed(self, group: str) -> dict[Any, int | None]:
         options = self.options
         admin = KafkaAdminClient(bootstrap_servers=options.bootstrap_for(self.node),
