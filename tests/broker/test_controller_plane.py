@@ -8,7 +8,7 @@ import struct
 from broker import control_plane as cp
 from broker.control_plane import codec
 from tests.support.control_plane import Recorder
-from tests.support.zookeeper import free_port
+from tests.support.ports import free_port
 
 STATE = cp.PartitionStateInfo("t", 0, 3, 2, 7, (2, 1), 5, (1, 2, 3), True)
 LEADERS = (cp.BrokerEndpoint(2, "127.0.0.1", 9092, "r1"), cp.BrokerEndpoint(1, "h", 1, None))

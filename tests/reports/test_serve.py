@@ -17,7 +17,7 @@ import pytest
 
 from harness.store import index_store, run_files
 from reports import make_server, write_report
-from tests.support.zookeeper import free_port
+from tests.support.ports import free_port
 
 FIXTURES = Path(__file__).parent.parent / "data" / "store"
 

@@ -22,7 +22,7 @@ from pathlib import Path
 from kafka.protocol.metadata import MetadataRequest, MetadataResponse
 from kazoo.client import KazooClient
 
-from tests.support.zookeeper import free_ports
+from tests.support.ports import free_ports
 
 REPO = Path(__file__).resolve().parent.parent.parent
 

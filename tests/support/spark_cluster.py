@@ -26,7 +26,7 @@ from pathlib import Path
 import pyspark
 
 from harness.control.runstate import start_time
-from tests.support.zookeeper import free_ports
+from tests.support.ports import free_ports
 
 SPARK_HOME = Path(pyspark.__file__).resolve().parent
 SPARK_CLASS = SPARK_HOME / "bin" / "spark-class"

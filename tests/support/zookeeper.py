@@ -4,30 +4,13 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
 from harness.db.zookeeper import CLASSPATH, MAIN_CLASS, four_letter_word
-
-
-def free_port() -> int:
-    return free_ports(1)[0]
-
-
-def free_ports(count: int) -> list[int]:
-    """`count` distinct free loopback ports (held open together while chosen, so the kernel
-    cannot hand out one twice)."""
-    sockets = [socket.socket() for _ in range(count)]
-    try:
-        for sock in sockets:
-            sock.bind(("127.0.0.1", 0))
-        return [sock.getsockname()[1] for sock in sockets]
-    finally:
-        for sock in sockets:
-            sock.close()
+from tests.support.ports import free_port
 
 
 @dataclass
