@@ -23,6 +23,7 @@ from harness.control import Remote
 from harness.db.brokers import CLIENT_PORT, QuorumState, chaos_defaults, properties_text
 from harness.db.kafka.kraft import (
     COMBINED,
+    METADATA_SEGMENT,
     QUORUM_STATE,
     kraft_properties,
     parse_quorum_state,
@@ -30,6 +31,7 @@ from harness.db.kafka.kraft import (
     voters_text,
 )
 from harness.db.kafka.logs import write_event_log
+from harness.db.kafka.metadata_log import write_metadata_event_log
 
 __all__ = ["KafkaBroker", "LOG4J_PROPERTIES", "kafka_properties", "kafka_release"]
 
@@ -113,6 +115,7 @@ class KafkaBroker:
     metadata: str = "zookeeper"  # or "kraft" (`harness.db.kafka.kraft`)
     cluster_id: str = ""  # KRaft: the id every node's storage is formatted with
     voters: str = ""  # KRaft: controller.quorum.voters, set by `prepare`
+    local_libs: str = ""  # the jars on this machine (`libs` before `prepare` uploads them)
 
     @property
     def uses_zookeeper(self) -> bool:
@@ -185,13 +188,25 @@ class KafkaBroker:
         return parse_quorum_state(result.out) if result.exit == 0 else None
 
     def log_files(self, directory: str) -> list[str]:
-        return [f"{directory}/broker.log", f"{directory}/logs/server.log",
-                f"{directory}/logs/controller.log", f"{directory}/logs/state-change.log",
-                f"{directory}/server.properties"]
+        files = [f"{directory}/broker.log", f"{directory}/logs/server.log",
+                 f"{directory}/logs/controller.log", f"{directory}/logs/state-change.log",
+                 f"{directory}/server.properties"]
+        if not self.uses_zookeeper:
+            files.append(f"{directory}/{METADATA_SEGMENT}")
+        return files
 
     def derive_logs(self, node_dir: Path) -> list[Path]:
-        """The node's controller event log (`controller-events.jsonl`), parsed from its
-        controller.log and state-change.log (`harness.db.kafka.logs`)."""
+        """The node's controller event log (`controller-events.jsonl`): in ZooKeeper mode
+        parsed from its controller.log and state-change.log (`harness.db.kafka.logs`), in
+        KRaft mode decoded from its copy of the metadata log
+        (`harness.db.kafka.metadata_log`) by Kafka's own decoder, with this machine's jars.
+        A node without those logs has none."""
+        if not self.uses_zookeeper:
+            segment = node_dir / Path(METADATA_SEGMENT).name
+            if not segment.is_file():
+                return []
+            return [write_metadata_event_log(node_dir, segment, self.local_libs or self.libs,
+                                             self.java)]
         with contextlib.suppress(FileNotFoundError):
             return [write_event_log(node_dir)]
         return []
@@ -200,4 +215,4 @@ class KafkaBroker:
         return {"kind": self.kind, "version": self.version, "libs": self.libs,
                 "main_jar": self.main_jar, "java": self.java, "heap": self.heap,
                 "metadata": self.metadata, "cluster_id": self.cluster_id,
-                "voters": self.voters}
+                "voters": self.voters, "local_libs": self.local_libs}

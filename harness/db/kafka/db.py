@@ -90,7 +90,8 @@ def build(options: KafkaOptions, context: DBContext) -> ClusterDB:
         raise ValueError(str(error)) from error
     launcher = KafkaBroker(distribution.version, str(distribution.libs), main_jar,
                            options.java, options.heap, metadata=mode,
-                           cluster_id=new_cluster_id() if mode == "kraft" else "")
+                           cluster_id=new_cluster_id() if mode == "kraft" else "",
+                           local_libs=str(distribution.libs))
     why_not = {LosesUnflushed: NO_POWER_LOSS}
     if mode == "kraft":
         why_not |= KRAFT_LACKS

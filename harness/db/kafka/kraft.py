@@ -18,13 +18,15 @@ from collections.abc import Mapping, Sequence
 
 from harness.db.brokers import CLIENT_PORT, CONTROL_PORT, QuorumState, chaos_defaults
 
-__all__ = ["COMBINED", "CONTROLLER", "QUORUM_STATE", "kraft_properties",
+__all__ = ["COMBINED", "CONTROLLER", "METADATA_SEGMENT", "QUORUM_STATE", "kraft_properties",
            "new_cluster_id", "parse_quorum_state", "start_command", "voters_text"]
 
 COMBINED = "broker,controller"
 CONTROLLER = "controller"
 # Relative to the node's directory: the metadata log lives in the first (only) log dir.
 QUORUM_STATE = "data/__cluster_metadata-0/quorum-state"
+# The metadata log's first segment (a run's metadata stays far below its 1 GiB roll).
+METADATA_SEGMENT = "data/__cluster_metadata-0/00000000000000000000.log"
 META_PROPERTIES = "data/meta.properties"
 # ZooKeeper-mode properties a KRaft node must not be given (broker.id becomes node.id).
 ZOOKEEPER_ONLY = ("broker.id", "zookeeper.connect", "zookeeper.session.timeout.ms")
