@@ -168,63 +168,11 @@ def sends_then_drain(drain):
     return gen.phases(gen.clients(sends), gen.clients(drain))
 
 
-def test_drain_polls_until_caught_up_with_highest_offset():
-    g = sends_then_drain(final.drain([0, 1]))
-    ctx = Context.initial(1)
-    ops, polls = [], 0
-    for _ in range(50):
-        result = gen.op(g, None, ctx)
-        if result is None:
-            break
-        op, g = result
-        ops.append(op)
-        g = gen.update(g, None, ctx.busy(0), op)
-        if op["f"] == "send":
-            micro = op["value"][0]
-            value = [["send", micro[1], [5 if micro[1] == 0 else 3, micro[2]]]]
-            done = {**op, "type": "ok", "value": value}
-        elif op["f"] == "poll":
-            polls += 1
-            read = {"0": [[4, 9], [5, 1]]} if polls == 1 else {"1": [[3, 2]]}
-            done = {**op, "type": "ok", "value": [["poll", read]]}
-        else:
-            done = {**op, "type": "info" if op["f"] == "crash" else "ok"}
-        g = gen.update(g, None, ctx.busy(0), done)
-        ctx = ctx.release(0, crashed=done["type"] == "info")
-    assert fs(ops) == ["send", "send", "crash", "assign", "poll", "poll"]
-    assert ops[3]["value"] == [0, 1] and ops[3]["seek_to_beginning"] is True
-    assert ops[3]["process"] == 1, "after the crash, a new process"
-
-
-def test_drain_gives_up_after_idle_polls_and_retries_failed_assign():
-    g = sends_then_drain(final.drain([0, 1], idle_polls=2, crash_first=False))
-    ctx = Context.initial(1)
-    ops, assigns = [], 0
-    for _ in range(50):
-        result = gen.op(g, None, ctx)
-        if result is None:
-            break
-        op, g = result
-        ops.append(op["f"])
-        g = gen.update(g, None, ctx.busy(0), op)
-        if op["f"] == "send":
-            micro = op["value"][0]
-            done = {**op, "type": "ok", "value": [["send", micro[1], [0, micro[2]]]]}
-        elif op["f"] == "assign":
-            assigns += 1
-            done = {**op, "type": "fail" if assigns == 1 else "ok"}
-        else:
-            done = {**op, "type": "ok", "value": [["poll", {}]]}
-        g = gen.update(g, None, ctx.busy(0), done)
-        ctx = ctx.release(0)
-    assert ops == ["send", "send", "assign", "assign", "poll", "poll"]
-
-
-@pytest.mark.parametrize("outcome", ["ok", "fail", "info"])
-def test_drain_with_end_offsets_asks_once_per_thread_after_its_polls(outcome):
-    g = sends_then_drain(final.drain([0, 1], idle_polls=1, crash_first=False,
-                                     end_offsets=True))
-    ctx = Context.initial(2)
+def drive(g, threads, complete):
+    """Run `g` as an interpreter would with `threads` client threads, each op completed at
+    once by `complete(op)`; an info completion moves its thread to a new process. Returns
+    the ops in order."""
+    ctx = Context.initial(threads)
     ops = []
     for _ in range(50):
         result = gen.op(g, None, ctx)
@@ -234,17 +182,66 @@ def test_drain_with_end_offsets_asks_once_per_thread_after_its_polls(outcome):
         ops.append(op)
         thread = ctx.thread_of(op["process"])
         g = gen.update(g, None, ctx.busy(thread), op)
-        if op["f"] == "send":
-            micro = op["value"][0]
-            done = {**op, "type": "ok", "value": [["send", micro[1], [0, micro[2]]]]}
-        elif op["f"] == "poll":
-            done = {**op, "type": "ok", "value": [["poll", {}]]}
-        elif op["f"] == "end-offsets":
-            done = {**op, "type": outcome, "value": {"0": 1, "1": 1}}
-        else:
-            done = {**op, "type": "ok"}
+        done = complete(op)
         g = gen.update(g, None, ctx.busy(thread), done)
         ctx = ctx.release(thread, crashed=done["type"] == "info")
+    return ops
+
+
+def acknowledged(op, offset):
+    micro = op["value"][0]
+    return {**op, "type": "ok", "value": [["send", micro[1], [offset, micro[2]]]]}
+
+
+def test_drain_polls_until_caught_up_with_highest_offset():
+    polls = 0
+
+    def complete(op):
+        nonlocal polls
+        if op["f"] == "send":
+            return acknowledged(op, 5 if op["value"][0][1] == 0 else 3)
+        if op["f"] == "poll":
+            polls += 1
+            read = {"0": [[4, 9], [5, 1]]} if polls == 1 else {"1": [[3, 2]]}
+            return {**op, "type": "ok", "value": [["poll", read]]}
+        return {**op, "type": "info" if op["f"] == "crash" else "ok"}
+
+    ops = drive(sends_then_drain(final.drain([0, 1])), 1, complete)
+    assert fs(ops) == ["send", "send", "crash", "assign", "poll", "poll"]
+    assert ops[3]["value"] == [0, 1] and ops[3]["seek_to_beginning"] is True
+    assert ops[3]["process"] == 1, "after the crash, a new process"
+
+
+def test_drain_gives_up_after_idle_polls_and_retries_failed_assign():
+    assigns = 0
+
+    def complete(op):
+        nonlocal assigns
+        if op["f"] == "send":
+            return acknowledged(op, 0)
+        if op["f"] == "assign":
+            assigns += 1
+            return {**op, "type": "fail" if assigns == 1 else "ok"}
+        return {**op, "type": "ok", "value": [["poll", {}]]}
+
+    ops = drive(sends_then_drain(final.drain([0, 1], idle_polls=2, crash_first=False)), 1,
+                complete)
+    assert fs(ops) == ["send", "send", "assign", "assign", "poll", "poll"]
+
+
+@pytest.mark.parametrize("outcome", ["ok", "fail", "info"])
+def test_drain_with_end_offsets_asks_once_per_thread_after_its_polls(outcome):
+    def complete(op):
+        if op["f"] == "send":
+            return acknowledged(op, 0)
+        if op["f"] == "poll":
+            return {**op, "type": "ok", "value": [["poll", {}]]}
+        if op["f"] == "end-offsets":
+            return {**op, "type": outcome, "value": {"0": 1, "1": 1}}
+        return {**op, "type": "ok"}
+
+    ops = drive(sends_then_drain(final.drain([0, 1], idle_polls=1, crash_first=False,
+                                             end_offsets=True)), 2, complete)
     ends = [op for op in ops if op["f"] == "end-offsets"]
     assert [op["value"] for op in ends] == [[0, 1], [0, 1]]
     assert {op["process"] for op in ends} == {0, 1}
