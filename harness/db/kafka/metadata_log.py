@@ -42,7 +42,7 @@ import json
 import re
 import subprocess
 from collections.abc import Collection
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -132,7 +132,7 @@ class _Replay:
         state = self.partitions.get(key)
         if state is None:
             return
-        before = _Partition(state.leader, state.epoch, state.isr, state.replicas, state.elr)
+        before = replace(state)
         if "isr" in data:
             state.isr = tuple(data["isr"])
         if "eligibleLeaderReplicas" in data:
