@@ -15,11 +15,16 @@ __all__ = ["ProgressPrinter", "describe"]
 
 
 def describe(snapshot: Mapping[str, Any], time_limit: float) -> str:
-    """One status line from `Progress.snapshot()`."""
+    """One status line from `Progress.snapshot()`: the faults in force, and how often each
+    fault without a stop (`restart`, `stall-producer`) took effect so far."""
     elapsed = snapshot["elapsed"]
     remaining = max(0.0, time_limit - elapsed)
     phase = f"{remaining:4.0f}s left" if remaining > 0 else "final phase"
     faults = ", ".join(_fault(f, op) for f, op in snapshot["faults"].items()) or "none"
+    instant = snapshot.get("instant_faults") or {}
+    if instant:
+        faults += " (so far " + ", ".join(f"{name} {count}"
+                                          for name, count in sorted(instant.items())) + ")"
     clients = snapshot.get("client_log_lines")
     logged = f"  client log lines {clients} (clients.log)" if clients else ""
     return (f"[{elapsed:5.0f}s, {phase}] {snapshot['ops_per_second']:6.1f} ops/s  "

@@ -15,6 +15,14 @@ timeout plus `PAUSE_MARGIN` after the pause (the package schedules it no earlier
 paused members become zombies the coordinator expels.
 `add-partitions` grows the workload's topic by 1 or 2 partitions (CreatePartitions through
 confluent-kafka's AdminClient), at most `MAX_ADDITIONS` times a run.
+`stall-producer` makes a zombie producer, as a long GC pause does: the next transaction
+with sends about to commit (all acknowledged) stalls for the op's value in seconds; its
+process goes on with a new producer of the same transactional id, whose InitProducerId
+must fence the stalled one, which then wakes and commits (`workloads.kafka.transactions`).
+It completes `{"stalled": transactional id, "seconds": s}`, or "no-target" when no
+transaction came to commit within `STALL_WITHIN` seconds (a workload whose producers are
+not transactional, or whose transactions run in child processes, gives it nothing to
+stall: skipped).
 """
 
 from __future__ import annotations
@@ -29,7 +37,7 @@ from typing import Protocol, runtime_checkable
 from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import AdminClient, NewPartitions
 
-from nemesis.base import BaseNemesis, completed, skipped
+from nemesis.base import BaseNemesis, completed, no_target, skipped
 from nemesis.capabilities import Nodes
 
 __all__ = [
@@ -42,17 +50,21 @@ __all__ = [
     "ConsumerTargets",
     "Consumers",
     "PauseConsumersNemesis",
+    "StallProducerNemesis",
+    "StallableProducers",
     "create_partitions",
 ]
 
 DEFAULT_SESSION_TIMEOUT = 6.0
 PAUSE_MARGIN = 2.0
 MAX_ADDITIONS = 3
+STALL_WITHIN = 10.0
 ADMIN_TIMEOUT = 15.0
 NO_GROUPS = "the workload has no consumer groups"
 NO_COORDINATED = "the workload has no consumer groups or transactional ids"
 NO_PROCESSES = "the workload has no consumer processes (assign mode)"
 NO_TOPIC = "the workload declares no topic"
+NO_STALLS = "the workload has no transactional producers in this process to stall"
 
 
 @runtime_checkable
@@ -69,6 +81,15 @@ class ConsumerTargets(Protocol):
 
     def transactional_ids(self) -> list[str]:
         """The transactional ids of the run's producers."""
+
+
+@runtime_checkable
+class StallableProducers(Protocol):
+    """What a workload offers to the `stall-producer` fault."""
+
+    def stall_producer(self, seconds: float, within: float) -> str | None:
+        """Stall the next committing transaction for `seconds`; its transactional id, or
+        None when none came to commit within `within` seconds."""
 
 
 class Consumers:
@@ -94,6 +115,13 @@ class Consumers:
             return []
         return ([("group", g) for g in self.targets.groups()]
                 + [("transaction", t) for t in self.targets.transactional_ids()])
+
+    def stalls(self) -> StallableProducers | None:
+        """Where the workload's transactional producers take stalls, if it has any."""
+        targets = self.targets
+        if isinstance(targets, StallableProducers) and targets.transactional_ids():
+            return targets
+        return None
 
     @property
     def topic(self) -> str | None:
@@ -153,6 +181,29 @@ class PauseConsumersNemesis(BaseNemesis):
         resumed = [pid for pid in self.paused if _signal(pid, signal.SIGCONT)]
         self.paused = []
         return resumed
+
+
+class StallProducerNemesis(BaseNemesis):
+    """`stall-producer` with value the stall in seconds: see the module docstring."""
+
+    fs = frozenset({"stall-producer"})
+
+    def __init__(self, consumers: Consumers, within: float = STALL_WITHIN) -> None:
+        self.consumers = consumers
+        self.within = within
+
+    def invoke(self, cluster: Nodes, op: dict) -> dict:
+        producers = self.consumers.stalls()
+        if producers is None:
+            return skipped(op, NO_STALLS)
+        seconds = float(op.get("value") or 0)
+        if seconds <= 0:
+            raise ValueError(f"stall-producer needs a stall in seconds > 0, not "
+                             f"{op.get('value')!r}")
+        stalled = producers.stall_producer(seconds, self.within)
+        if stalled is None:
+            return no_target(op)
+        return completed(op, {"stalled": stalled, "seconds": seconds})
 
 
 STALE_METADATA = frozenset({KafkaError.LEADER_NOT_AVAILABLE, KafkaError.UNKNOWN_TOPIC_OR_PART})

@@ -15,9 +15,9 @@ minimum holds alone do not fit are refused). Nemesis ops are
 `{"type": "info", "process": "nemesis", "f", "value", "fault"}`, `fault` the name asked.
 
 Consumer-group faults (`kill-coordinator`, `isolate-coordinator`, `depose-coordinator`,
-`pause-consumers`, `add-partitions`) act on the run's consumers, which the harness hands
-over once the workload is built: `package.consumers.attach(workload)` (see
-`nemesis.consumers`).
+`pause-consumers`, `add-partitions`) and `stall-producer` act on the run's clients, which
+the harness hands over once the workload is built: `package.consumers.attach(workload)`
+(see `nemesis.consumers`).
 
 Targeted faults (`nemesis.targeted`: `shrink-isr-kill-leader`, `shrink-isr-isolate-leader`,
 `kill-new-leader`, `strand-follower`, `depose-coordinator`) wait inside their op for the
@@ -56,6 +56,7 @@ from nemesis.consumers import (
     AddPartitionsNemesis,
     Consumers,
     PauseConsumersNemesis,
+    StallProducerNemesis,
 )
 from nemesis.partition import Firewall, PacketLossNemesis, PartitionNemesis
 from nemesis.power_loss import CrashLoseUnflushedNemesis
@@ -132,6 +133,10 @@ def _add_partitions(firewall: Firewall, rng: random.Random, consumers: Consumers
     return AddPartitionsNemesis(consumers)
 
 
+def _stall_producer(firewall: Firewall, rng: random.Random, consumers: Consumers) -> Nemesis:
+    return StallProducerNemesis(consumers)
+
+
 def _targeted(firewall: Firewall, rng: random.Random, consumers: Consumers) -> Nemesis:
     return TargetedNemesis(firewall, rng, consumers=consumers)
 
@@ -196,6 +201,7 @@ FAULTS: dict[str, Fault] = {
     "pause-consumers": Fault(_pause_consumers, "start-pause-consumers", ("one", "some"),
                              "stop-pause-consumers"),
     "add-partitions": Fault(_add_partitions, "add-partitions", (1, 2)),
+    "stall-producer": Fault(_stall_producer, "stall-producer", (2.0, 5.0)),
     "isolate-leader": Fault(_partition, "start-partition", ("leader",), "stop-partition",
                             (PartitionableNetwork, HasLeaders)),
     "shrink-isr-kill-leader": Fault(_targeted, "shrink-isr", ("kill",), "heal-targeted",

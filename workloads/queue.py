@@ -351,6 +351,7 @@ def queue_workload(options: QueueOptions,
         group_ids=tuple(group_ops.group_names(options.groups)) if options.subscribe else (),
         children=getattr(client, "children", None),
         txn_ids=client_options.transactional_ids(),
+        stalls=getattr(client, "zombies", None) if options.txn else None,
     )
 
 

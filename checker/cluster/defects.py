@@ -61,6 +61,7 @@ from checker.history import Op
 from checker.queue.acks import counted_losses
 from checker.queue.analysis import QueueAnalysis, allowed_anomalies, analyse, judged
 from checker.queue.finders import QueueBudget
+from checker.txn.checker import ALLOWED_ALWAYS as TXN_ALLOWED_ALWAYS
 
 __all__ = ["DEFECT_EVENTS", "DefectChecker", "ZOMBIE_MS"]
 
@@ -143,8 +144,9 @@ def _analysis(test: Mapping[str, Any], history: Sequence[Op],
 def failing_witnesses(test: Mapping[str, Any], analysis: QueueAnalysis
                       ) -> Iterable[tuple[str, dict[str, Any]]]:
     """(type, witness) of every anomaly the test's configuration does not allow: each
-    counted loss, and the kept witnesses of the other types."""
-    allowed = allowed_anomalies(test)
+    counted loss, and the kept witnesses of the other types (not those the transaction
+    checker always allows, G1b among them)."""
+    allowed = allowed_anomalies(test) | TXN_ALLOWED_ALWAYS
     for loss in counted_losses(test, analysis):
         if loss["kind"] not in allowed:
             yield loss["kind"], {**loss["witness"], "sent_ns": loss["time"]}

@@ -5,8 +5,10 @@ first op that reveals it (pure functions over a run's history and its witnesses)
   as its request then its result (two ops of one f in a row; a lone op is both): a
   lasting fault is in force from the request of its start (a targeted fault acts before
   it completes) to the result of its stop or of the final `heal`, an instant fault from
-  its request to its result. It took effect as `checker.history.fault_took_effect` says
-  of its result (the rule the `faults` checker counts by).
+  its request to its result, or as many `seconds` after it as its result says its effect
+  lasts (`stall-producer`: the stalled producer acts when they have passed). It took
+  effect as `checker.history.fault_took_effect` says of its result (the rule the
+  `faults` checker counts by).
 - The op that reveals a witness: for a lost write below the highest offset read
   (`max-read-offset`), the first read of its key at a higher offset after the send; for
   a write overwritten (`overwritten-by`), the first read that saw another value at its
@@ -108,6 +110,7 @@ class _Action:
     requested: int
     done: int
     effective: bool
+    lingers: int = 0  # ns an instant fault's effect lasts after its result
 
 
 def _action(request: Mapping[str, Any], result: Mapping[str, Any]) -> _Action:
@@ -118,8 +121,12 @@ def _action(request: Mapping[str, Any], result: Mapping[str, Any]) -> _Action:
     waited = value.get("waited") if isinstance(value, Mapping) else None
     requested = request["time"] + (int(waited * NS) if isinstance(waited, int | float)
                                    and not isinstance(waited, bool) and waited > 0 else 0)
+    seconds = value.get("seconds") if isinstance(value, Mapping) else None
+    lingers = (int(seconds * NS) if isinstance(seconds, int | float)
+               and not isinstance(seconds, bool) and seconds > 0 else 0)
     return _Action(f, str(request.get("fault") or result.get("fault") or f),
-                   min(requested, result["time"]), result["time"], fault_took_effect(result))
+                   min(requested, result["time"]), result["time"], fault_took_effect(result),
+                   lingers)
 
 
 def _actions(ops: Iterable[Mapping[str, Any]]) -> list[_Action]:
@@ -150,7 +157,8 @@ def episodes(ops: Iterable[Mapping[str, Any]]) -> list[Episode]:
         if action.f in ENDS or not action.effective:
             continue
         found.append(Episode(action.fault, action.requested, action.done,
-                             None if action.f in FAULT_STOPS else action.done))
+                             None if action.f in FAULT_STOPS
+                             else action.done + action.lingers))
         if action.f in FAULT_STOPS:
             lasting.append((action.f, len(found) - 1))
     return sorted(found, key=lambda e: e.start)

@@ -90,6 +90,17 @@ def test_a_lost_write_in_a_partitions_cut_tail_is_tied_to_the_power_loss():
         assert check(b, [event]).valid is True
 
 
+def test_an_intermediate_read_which_the_transaction_checker_allows_is_not_tied():
+    # process 3 commits 10 and 12 to key x; a poll ends between them (max.poll.records)
+    b = Builder()
+    b.sends(3, [("x", 10, 0), ("x", 12, 1)])
+    ended_ms = b.time / 1e6
+    b.poll(0, {"x": [(0, 10)]})
+    b.poll(0, {"x": [(1, 12)]})
+    result = check(b, [fencing(ended_ms + 1_000)])
+    assert result.valid is True and not result.anomalies
+
+
 def test_an_allowed_loss_is_not_tied():
     b = lost_write_at(4)
     result = check(b, [unflushed(b.time / 1e6, partition=1, cut_to=3, end=6)],

@@ -114,6 +114,9 @@ def test_the_progress_line_names_faults_as_the_user_asked_in_a_few_words():
     old = {"f": "start-partition", "value": {"n1": ["n2"]}}
     assert describe({**snapshot, "faults": {"start-partition": old}}, 10).endswith(
         "faults: start-partition")
+    instant = {"faults": {}, "instant_faults": {"stall-producer": 3, "restart": 1}}
+    assert describe({**snapshot, **instant}, 10).endswith(
+        "faults: none (so far restart 1, stall-producer 3)")
 
 
 def test_check_of_a_history_cut_mid_line_says_so_without_starting_spark(tmp_path):

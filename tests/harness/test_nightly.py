@@ -521,6 +521,27 @@ def test_a_cycle_is_revealed_by_its_last_op_and_a_fault_in_force_caused_it(tmp_p
                                "fault": "partition-one", "fault_start_s": 1.0, "seconds": 8.0}
 
 
+
+def test_a_stalled_producer_is_in_force_until_it_wakes(tmp_path):
+    # a stall of 5 s asked at 10 s, taken at 11 s; the hijacked transaction began at 14 s
+    # (before the zombie woke at 16 s) and a read at 17 s saw it before it ended
+    history = write_history(tmp_path / "h.jsonl", [
+        (10 * S, "info", "nemesis", "stall-producer", 5.0),
+        (11 * S, "info", "nemesis", "stall-producer", {"stalled": "t1", "seconds": 5.0}),
+        (14 * S, "invoke", 0, "txn", [["send", 1, 10]]),
+        (17 * S, "ok", 1, "poll", [["poll", {"1": [[0, 10]]}]]),
+        (18 * S, "info", 0, "txn", [["send", 1, [0, 10]]])])
+    cell = cell_of('{any_of = ["precommitted-read"], within = 10}',
+                   extra='options = {nemesis = "stall-producer"}')
+    body = results(False, {"queue": {"precommitted-read": {"count": 1, "examples": [
+        {"key": 1, "value": 10, "offset": 0, "ops": [2, 3]}]}}},
+        took_effect={"stall-producer": 1})
+    facts = facts_of(body, cell, history)
+    assert facts.detection == {"type": "precommitted-read", "reveal_op": 3, "reveal_s": 17.0,
+                               "fault": "stall-producer", "fault_start_s": 10.0,
+                               "seconds": 7.0}
+
+
 # --- the night: state, scheduling, resume, junit, summary, trends -----------------------------
 
 CHILD = textwrap.dedent("""

@@ -1,6 +1,6 @@
 """Consumer-group faults without a cluster: their names and schedule, the coordinator
-faults over a FakeCluster, pause-consumers over real `sleep` child processes, and
-add-partitions with a fake CreatePartitions."""
+faults over a FakeCluster, pause-consumers over real `sleep` child processes,
+add-partitions with a fake CreatePartitions, and stall-producer's answers."""
 
 from __future__ import annotations
 
@@ -14,10 +14,12 @@ import pytest
 from nemesis.consumers import (
     MAX_ADDITIONS,
     NO_COORDINATED,
+    NO_STALLS,
     AddPartitionsNemesis,
     Consumers,
     ConsumerTargets,
     PauseConsumersNemesis,
+    StallProducerNemesis,
 )
 from nemesis.package import FAULTS, GROUPS, Staggered, expand, package, schedule_steps
 from nemesis.partition import Firewall, PartitionNemesis
@@ -239,3 +241,29 @@ def test_add_partitions_grows_the_topic_at_most_three_times():
     assert "skipped" in last["value"]
     assert "skipped" in AddPartitionsNemesis(Consumers(), grow).invoke(
         cluster, {"f": "add-partitions", "value": 1})["value"]
+
+
+class Stallable(Targets):
+    """Targets whose transactional producers take a stall when `takes` names an id."""
+
+    def __init__(self, takes: str | None, txn_ids: tuple[str, ...] = ("t1",)) -> None:
+        super().__init__([], [], txn_ids=txn_ids)
+        self.takes = takes
+        self.asked: list[tuple[float, float]] = []
+
+    def stall_producer(self, seconds: float, within: float) -> str | None:
+        self.asked.append((seconds, within))
+        return self.takes
+
+
+def test_stall_producer_says_which_transactional_id_stalled_or_that_none_did():
+    op = {"f": "stall-producer", "value": 5.0, "fault": "stall-producer"}
+    targets = Stallable("t1")
+    done = StallProducerNemesis(consumers_of(targets), within=3.0).invoke(FakeCluster(), op)
+    assert done["value"] == {"stalled": "t1", "seconds": 5.0} and targets.asked == [(5.0, 3.0)]
+    assert StallProducerNemesis(consumers_of(Stallable(None))).invoke(
+        FakeCluster(), op)["value"] == "no-target"
+    for nothing in (Stallable("t1", txn_ids=()), Targets([], ["g"])):
+        assert StallProducerNemesis(consumers_of(nothing)).invoke(FakeCluster(), op)[
+            "value"] == {"skipped": NO_STALLS}
+    assert FAULTS["stall-producer"].stop is None and "stall-producer" in GROUPS["all"]

@@ -84,7 +84,8 @@ def test_expand_names_and_groups():
                    "kill-coordinator", "isolate-coordinator", "pause-consumers",
                    "add-partitions", "isolate-leader", "shrink-isr-kill-leader",
                    "shrink-isr-isolate-leader", "kill-new-leader", "strand-follower",
-                   "depose-coordinator", "crash-lose-unflushed", "crash-vm", "pause-vm"}
+                   "depose-coordinator", "crash-lose-unflushed", "crash-vm", "pause-vm",
+                   "stall-producer"}
     assert set(FAULTS) == issue_names
 
 

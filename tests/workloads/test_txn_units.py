@@ -1,9 +1,10 @@
 """The queue workload's transactions without a cluster: the txn generator, the options
 and their errors, how a transaction's end becomes ok, fail or info, zombies, and the
-client's rewind after an abort."""
+client's rewind after an abort, and the stalls that make zombies on purpose."""
 
 from __future__ import annotations
 
+import threading
 import time
 from collections import Counter
 from typing import Any
@@ -14,7 +15,7 @@ from confluent_kafka import KafkaError, KafkaException
 from harness.config import ConfigError, load_config
 from workloads.core import generator as gen
 from workloads.kafka.client import ClientOptions, Delivery
-from workloads.kafka.confluent import ConfluentClient
+from workloads.kafka.confluent import STALLED, ConfluentClient
 from workloads.kafka.transactions import TxnProducer, Zombies
 from workloads.queue import KIND, QueueOptions, TxnGenerator, checkers, queue_workload
 
@@ -284,6 +285,66 @@ def test_an_unknown_end_is_info_and_the_producer_becomes_a_zombie_on_close():
     client.consumer = None
     client.close(None)
     assert client.zombies.count() == 1 and client.txn is None
+
+
+def stalled_client(**failures: list[BaseException]) -> tuple[ConfluentClient, list[TxnProducer]]:
+    """A transactional client whose new producers (kept in the list) fail as `failures`
+    say, with a stall of 0.2 s asked of its zombies by a nemesis thread."""
+    client = txn_client([])
+    client.zombies = Zombies(seconds=0.5)
+    made: list[TxnProducer] = []
+
+    def new_producer(process: int) -> TxnProducer:
+        made.append(TxnProducer({"transactional.id": "t"},
+                                make=lambda config: FakeTxnProducer(failures)))
+        return made[-1]
+
+    client._txn_producer = new_producer  # type: ignore[method-assign]
+    return client, made
+
+
+def ask_stall(zombies: Zombies) -> list[str | None]:
+    taken: list[str | None] = []
+    thread = threading.Thread(target=lambda: taken.append(zombies.stall_next(0.2, 5.0)))
+    thread.start()
+    deadline = soon()
+    while not zombies.stall_asked() and time.monotonic() < deadline:
+        time.sleep(0.01)
+    return taken
+
+
+def test_a_stalled_transaction_is_fenced_by_its_successor_then_commits_as_a_zombie():
+    client, made = stalled_client()
+    stalled = client.txn
+    taken = ask_stall(client.zombies)
+    poll_only = client._txn({"f": "txn", "process": 2, "value": [["poll"]]})
+    assert poll_only["type"] == "ok" and client.zombies.stall_asked()
+    done = client._txn({"f": "txn", "process": 2, "value": [["send", 0, 9]]})
+    assert done["type"] == "fail" and done["error"].startswith(STALLED)
+    assert done["value"] == [["send", 0, [101, 9]]]
+    [successor] = made
+    assert client.txn is successor and successor.ready and successor.producer.calls == ["init"]
+    assert stalled.producer.calls[-2:] == ["begin", "flush"] and client.zombies.count() == 1
+    deadline = soon()
+    while stalled.pending and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert stalled.producer.calls[-1] == "commit" and not stalled.pending
+    assert taken == ["None"] and not client.zombies.stall_asked()
+
+
+def test_a_stall_whose_successor_cannot_initialise_leaves_the_outcome_unknown():
+    client, made = stalled_client(init=[error(KafkaError._TRANSPORT)])
+    ask_stall(client.zombies)
+    done = client._txn({"f": "txn", "process": 2, "value": [["send", 0, 9]]})
+    assert done["type"] == "info" and "init_transactions: _TRANSPORT" in done["error"]
+    assert client.txn is None and client.zombies.count() == 1
+
+
+def test_a_stall_nobody_takes_is_withdrawn():
+    zombies = Zombies()
+    assert zombies.stall_next(1.0, 0.05) is None
+    assert not zombies.stall_asked()
+    assert zombies.take_stall(producer()) is None
 
 
 def test_a_transactional_drain_outwaits_a_dead_producers_open_transaction():

@@ -7,8 +7,10 @@ default, and for given options: `checkers_for`).
 
 A built workload also tells a nemesis what it may act on: its `topic`, its consumer
 `groups()` and `consumer_pids()`, the live consumer child processes (subscribe mode; a
-`pause-consumers` nemesis SIGSTOPs and SIGCONTs them), and its producers'
-`transactional_ids()` (their coordinators are the coordinator faults' targets too).
+`pause-consumers` nemesis SIGSTOPs and SIGCONTs them), its producers'
+`transactional_ids()` (their coordinators are the coordinator faults' targets too), and
+`stall_producer`, which makes the next committing transaction's producer a zombie (the
+`stall-producer` nemesis).
 """
 
 from __future__ import annotations
@@ -19,13 +21,19 @@ from typing import Any, Protocol
 
 from workloads.core.client import Client
 
-__all__ = ["ChildProcesses", "Workload", "WorkloadContext", "WorkloadKind"]
+__all__ = ["ChildProcesses", "ProducerStalls", "Workload", "WorkloadContext", "WorkloadKind"]
 
 
 class ChildProcesses(Protocol):
     """The child processes a workload's clients run (its consumer group members)."""
 
     def pids(self) -> list[int]: ...
+
+
+class ProducerStalls(Protocol):
+    """Where a workload's transactional producers take stalls (`Zombies`)."""
+
+    def stall_next(self, seconds: float, within: float) -> str | None: ...
 
 
 @dataclass(frozen=True)
@@ -47,6 +55,7 @@ class Workload:
     group_ids: tuple[str, ...] = ()
     children: ChildProcesses | None = None
     txn_ids: tuple[str, ...] = ()
+    stalls: ProducerStalls | None = None
 
     def groups(self) -> list[str]:
         """The consumer group ids (none in assign mode)."""
@@ -59,6 +68,13 @@ class Workload:
     def consumer_pids(self) -> list[int]:
         """The pids of the live consumer child processes (none in assign mode)."""
         return self.children.pids() if self.children is not None else []
+
+    def stall_producer(self, seconds: float, within: float) -> str | None:
+        """Stall the next transaction about to commit for `seconds` before its commit (its
+        producer then commits as a zombie); the transactional id stalled, or None when
+        none came to commit within `within` seconds or the workload has no such
+        producers."""
+        return self.stalls.stall_next(seconds, within) if self.stalls is not None else None
 
 
 @dataclass(frozen=True)

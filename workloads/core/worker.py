@@ -64,6 +64,7 @@ class Progress:
     info: int = 0
     nemesis_ops: int = 0
     faults: dict[str, Any] = field(default_factory=dict)
+    instant: dict[str, int] = field(default_factory=dict)  # fault -> times, no stop op
     _recent: deque = field(default_factory=deque)
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -88,10 +89,13 @@ class Progress:
             elif f in FAULT_STOPS:
                 if fault_took_effect(op):
                     self.faults[f] = dict(op)
-            else:
+            elif f in FAULT_STOPS.values():
                 for start, stop in FAULT_STOPS.items():
                     if f == stop:
                         self.faults.pop(start, None)
+            elif fault_took_effect(op):
+                name = str(op.get("fault") or f)
+                self.instant[name] = self.instant.get(name, 0) + 1
 
     def snapshot(self) -> dict[str, Any]:
         now = time.monotonic()
@@ -101,7 +105,7 @@ class Progress:
             return {"elapsed": now - self.started, "ops_per_second": recent / window,
                     "invoked": self.invoked, "ok": self.ok, "fail": self.fail,
                     "info": self.info, "nemesis_ops": self.nemesis_ops,
-                    "faults": dict(self.faults)}
+                    "faults": dict(self.faults), "instant_faults": dict(self.instant)}
 
 
 class Interpreter:

@@ -12,7 +12,9 @@ With `transactional` options the producer is a `TxnProducer` whose transactional
 the worker thread's (`ClientOptions.transactional_id_of`), made and initialised at the
 process's first `txn` op; each `txn` op is one transaction (`_txn`). A process that ends
 with its transaction's outcome unknown leaves the producer to the shared `Zombies`
-instead of closing it.
+instead of closing it; so does a transaction that takes a stall a nemesis asked for
+(`Zombies.stall_next`), just before its commit, once a new producer of its
+transactional id has fenced it (`_stalled`).
 
 In subscribe mode the process's group consumer runs in a child process
 (`workloads.kafka.confluent_member`, through `QueueClient`); this client keeps the producer,
@@ -26,7 +28,7 @@ import logging
 import time
 import uuid
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Literal
 
 from confluent_kafka import (
     Consumer,
@@ -56,6 +58,7 @@ SETUP_TIMEOUT = 60.0
 TXN_BUDGET = 0.8  # of the op timeout, for a transaction to end before the worker gives up
 TXN_REQUEST_TIMEOUT_MS = 30000  # Kafka's default, and at least twice message.timeout.ms
 FIRST_OFFSET = 0  # where every partition of the workloads' topics begins
+STALLED = "stalled before its commit (stall-producer)"
 
 
 class ConfluentClient(QueueClient):
@@ -248,8 +251,11 @@ class ConfluentClient(QueueClient):
             try:
                 for micro in op["value"]:
                     results.append(self._micro_op(txn, micro, deliveries, resets))
-                kind, why = txn.end(deliveries, deadline, abort=bool(op.get("abort")),
-                                    why="aborted on purpose")
+                stalled = (None if op.get("abort")
+                           else self._stalled(txn, op["process"], deliveries, deadline))
+                kind, why = stalled or txn.end(deliveries, deadline,
+                                               abort=bool(op.get("abort")),
+                                               why="aborted on purpose")
             except _PollFailed as error:
                 kind, why = txn.end(deliveries, deadline, abort=True, why=str(error))
             except (KafkaException, BufferError) as error:
@@ -260,11 +266,38 @@ class ConfluentClient(QueueClient):
         return completed(op, kind, [_micro_result(micro) for micro in results], error=why,
                          offset_resets=resets or None)
 
+    def _stalled(self, txn: TxnProducer, process: int, deliveries: list[Delivery],
+                 deadline: float) -> tuple[Literal["fail", "info"], str] | None:
+        """If a nemesis asked for a stall and `txn` sent, all acknowledged: `txn`
+        stalls before its commit, a new producer of its transactional id takes over this
+        process (InitProducerId, which fences `txn`: its transaction is aborted once that
+        returns), and `txn` is left to the zombies, to wake and commit once the stall is
+        over; the transaction's end (`fail`, or `info` when the new producer could not
+        initialise, so nothing fenced it). None when there was no stall to take."""
+        if not deliveries or not self.zombies.stall_asked() \
+                or not txn.flushed(deliveries, deadline):
+            return None
+        seconds = self.zombies.take_stall(txn)
+        if seconds is None:
+            return None
+        txn.intent = "commit"
+        successor = self._txn_producer(process)
+        try:
+            successor.init(deadline - time.monotonic())
+        except KafkaException as error:
+            self.zombies.adopt(txn, delay=seconds)
+            self.txn = self.producer = None
+            return "info", f"{STALLED}; its successor's init_transactions: " \
+                           f"{error.args[0].name()}"
+        self.zombies.adopt(txn, delay=seconds)
+        self.txn, self.producer = successor, successor.producer
+        return "fail", f"{STALLED}; fenced by a new producer of its transactional id"
+
     def _transactional(self, process: int, deadline: float
                        ) -> tuple[TxnProducer | None, str | None]:
         """This process's initialised transactional producer, or None and why not."""
         if self.txn is None:
-            self.txn = TxnProducer(self._txn_config(process))
+            self.txn = self._txn_producer(process)
             self.producer = self.txn.producer
         if not self.txn.ready:
             try:
@@ -274,6 +307,10 @@ class ConfluentClient(QueueClient):
                     self._drop_txn()
                 return None, f"init_transactions: {error.args[0].name()}"
         return self.txn, None
+
+    def _txn_producer(self, process: int) -> TxnProducer:
+        """A new, uninitialised transactional producer of `process`'s transactional id."""
+        return TxnProducer(self._txn_config(process))
 
     def _drop_txn(self) -> None:
         if self.txn is not None and self.txn.pending:

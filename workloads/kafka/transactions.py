@@ -20,6 +20,12 @@ Retriable errors of commit, abort and send_offsets are retried until the deadlin
 the end they were after (commit or abort) as an application that did not notice its death
 would: the next process of the same worker thread initialises the same transactional id,
 which must fence them (a broker that fails to lets a zombie commit).
+
+A nemesis makes zombies on purpose through `Zombies.stall_next`: the next transaction
+about to commit, its sends all acknowledged, stalls (a GC pause before the commit); its
+process goes on with a new producer of the same transactional id, whose InitProducerId
+fences the stalled one (its transaction is aborted once that returns), and the stalled
+producer wakes after the asked seconds and commits, as a zombie.
 """
 
 from __future__ import annotations
@@ -98,6 +104,15 @@ class TxnProducer:
                      deadline: float) -> None:
         self._retrying(lambda left: self.producer.send_offsets_to_transaction(
             offsets, metadata, left), deadline)
+
+    def flushed(self, deliveries: list[Delivery], deadline: float) -> bool:
+        """Whether every send of the transaction was acknowledged once its producer is
+        flushed (until `deadline`)."""
+        try:
+            self.producer.flush(max(deadline - time.monotonic(), 0))
+        except KafkaException:
+            return False
+        return all(d.done and d.error is None for d in deliveries)
 
     def end(self, deliveries: list[Delivery], deadline: float, *, abort: bool = False,
             why: str | None = None) -> End:
@@ -178,23 +193,28 @@ class TxnProducer:
 
 class Zombies:
     """Abandoned producers with a pending transaction: each keeps trying to end it for
-    `seconds`, on a thread of its own, then is let go (`release_all` lets all go)."""
+    `seconds`, on a thread of its own, then is let go (`release_all` lets all go); and the
+    stall a nemesis asked for (`stall_next`), which the next committing transaction takes
+    (`take_stall`)."""
 
     def __init__(self, seconds: float = ZOMBIE_SECONDS) -> None:
         self.seconds = seconds
         self._lock = threading.Lock()
         self._held: list[TxnProducer] = []
+        self._stall: _Stall | None = None
 
-    def adopt(self, txn: TxnProducer) -> None:
+    def adopt(self, txn: TxnProducer, delay: float = 0.0) -> None:
+        """Keep `txn` trying to end its transaction, after `delay` seconds of silence."""
         with self._lock:
             self._held.append(txn)
-        threading.Thread(target=self._haunt, args=(txn,), name="txn-zombie",
+        threading.Thread(target=self._haunt, args=(txn, delay), name="txn-zombie",
                          daemon=True).start()
 
-    def _haunt(self, txn: TxnProducer) -> None:
+    def _haunt(self, txn: TxnProducer, delay: float) -> None:
         started = time.monotonic()
+        time.sleep(delay)
         txn.finish_as_zombie(self.seconds)
-        time.sleep(max(self.seconds - (time.monotonic() - started), 0))
+        time.sleep(max(delay + self.seconds - (time.monotonic() - started), 0))
         with self._lock:
             if txn in self._held:
                 self._held.remove(txn)
@@ -206,3 +226,40 @@ class Zombies:
     def release_all(self) -> None:
         with self._lock:
             self._held.clear()
+            self._stall = None
+
+    def stall_next(self, seconds: float, within: float) -> str | None:
+        """Ask the next transaction about to commit to stall for `seconds` before its
+        commit; the transactional id that took the stall, or None when no transaction
+        came to commit within `within` seconds (the request is then withdrawn)."""
+        request = _Stall(seconds)
+        with self._lock:
+            self._stall = request
+        request.taken.wait(within)
+        with self._lock:
+            if self._stall is request:
+                self._stall = None
+            return request.txn_id
+
+    def stall_asked(self) -> bool:
+        return self._stall is not None
+
+    def take_stall(self, txn: TxnProducer) -> float | None:
+        """The seconds `txn` is to stall before its commit, if a stall is asked (it is then
+        taken: one transaction stalls per request); None otherwise."""
+        with self._lock:
+            request, self._stall = self._stall, None
+            if request is None:
+                return None
+            request.txn_id = txn.name
+            request.taken.set()
+            return request.seconds
+
+
+class _Stall:
+    """A nemesis's request that the next committing transaction stall."""
+
+    def __init__(self, seconds: float) -> None:
+        self.seconds = seconds
+        self.taken = threading.Event()
+        self.txn_id: str | None = None
