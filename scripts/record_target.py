@@ -138,13 +138,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--page", type=Path, default=PAGE,
                         help="the page of rows (default %(default)s)")
     parser.add_argument("--make", default="make", help="the make command (default make)")
+    parser.add_argument("--logs", type=Path, default=LOGS,
+                        help="where each target's output is kept (default %(default)s)")
     args = parser.parse_args(argv)
     worst = 0
     for target in args.targets:
         when = datetime.datetime.now(datetime.UTC)
         source = provenance.source()
         exit_code, seconds, lines = run_target(target, args.make.split(),
-                                               LOGS / f"{target}.log")
+                                               args.logs / f"{target}.log")
         new_row = row(target, when, exit_code, seconds, test_counts(lines),
                       provenance.machine(), source)
         update_page(args.page, target, new_row)

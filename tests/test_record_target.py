@@ -23,7 +23,8 @@ def record(tmp_path: Path, *targets: str) -> subprocess.CompletedProcess:
     makefile = tmp_path / "Makefile"
     makefile.write_text(MAKEFILE)
     return subprocess.run([sys.executable, str(SCRIPT), *targets, "--page",
-                           str(tmp_path / "targets.md"), "--make", f"make -s -f {makefile}"],
+                           str(tmp_path / "targets.md"), "--make", f"make -s -f {makefile}",
+                           "--logs", str(tmp_path / "logs")],
                           capture_output=True, text=True, timeout=60)
 
 
@@ -42,6 +43,7 @@ def test_a_row_per_target_with_its_counts_result_and_provenance(tmp_path):
     assert " cores" in good and "Linux" in good
     page = (tmp_path / "targets.md").read_text()
     assert "scripts/record_target.py TARGET" in page
+    assert "3 passed, 1 skipped" in (tmp_path / "logs" / "good.log").read_text()
 
 
 def test_a_failed_target_fails_the_script_and_replaces_only_its_own_row(tmp_path):
