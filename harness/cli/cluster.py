@@ -18,6 +18,7 @@ import sys
 import threading
 import time
 from dataclasses import replace
+from typing import Any
 
 from harness import exit_codes
 from harness.control import RemoteError
@@ -27,6 +28,7 @@ from harness.control.userns import ensure_root, in_user_namespace
 from harness.db import Cluster, ClusterSpec, down, recorded_clusters
 from harness.db.brokers import metadata
 from harness.db.part import DBContext
+from harness.db.quorum import describe_quorum
 from harness.db.registry import DBS
 from harness.db.znodes import read_snapshot
 from harness.options import ConfigError, add_arguments, build, declared, layered
@@ -195,10 +197,22 @@ def _status(args: argparse.Namespace) -> int:
         print("metadata quorum (KRaft): active controller "
               + (f"{controller['broker_id']}, epoch {controller['epoch']}"
                  if controller else "none"))
+        described = status.get("described")
+        lags = {r["id"]: r for r in described["voters"]} if described else {}
         for voter in status["quorum"]["voters"]:
-            seen = (f"sees leader {voter['leader_id']} epoch {voter['leader_epoch']}"
+            seen = ("DOWN" if not voter["alive"]
+                    else f"sees leader {voter['leader_id']} epoch {voter['leader_epoch']}"
                     if voter["leader_id"] is not None else "no quorum state")
-            print(f"  voter {voter['id']} on {voter['node']}: {seen}")
+            print(f"  voter {voter['id']} on {voter['node']}: {seen}"
+                  + (f"; {_lag(lags[voter['id']])}" if voter["id"] in lags else ""))
+        if described:
+            print(f"  metadata high watermark {described['high_watermark']}; observers: "
+                  + (", ".join(f"{r['id']} ({_lag(r)})" for r in described["observers"])
+                     or "none") + "; fenced brokers: "
+                  + ("not listed by this version" if described["fenced_brokers"] is None
+                     else ", ".join(map(str, described["fenced_brokers"])) or "none"))
+        else:
+            print(f"  DescribeQuorum: {status.get('described_error')}")
     else:
         print("controller: " + (f"broker {controller['broker_id']}, epoch "
                                 f"{controller['epoch']}" if controller else "none"))
@@ -216,6 +230,12 @@ def _status(args: argparse.Namespace) -> int:
     if status.get("error"):
         print(f"{'Metadata' if 'quorum' in status else 'ZooKeeper'}: {status['error']}")
     return 0
+
+
+def _lag(replica: dict[str, Any]) -> str:
+    fetched = replica["last_fetch_ms"]
+    ago = f", fetched {max(time.time() * 1000 - fetched, 0) / 1000:.1f} s ago" if fetched else ""
+    return f"log end {replica['log_end_offset']}, lag {replica['lag']}{ago}"
 
 
 def status_json(cluster: Cluster) -> dict:
@@ -248,9 +268,11 @@ def status_json(cluster: Cluster) -> dict:
 
 
 def _quorum_status(cluster: Cluster) -> dict:
-    """The status of a cluster without ZooKeeper: its metadata quorum as each voter's
-    quorum-state file says (the active controller is the leader of the newest epoch), and
-    which brokers a running broker's Metadata lists (registered and unfenced)."""
+    """The status of a cluster without ZooKeeper: its metadata quorum as each running
+    voter's quorum-state file says (the active controller is the leader of the newest
+    epoch) and as DescribeQuorum describes it (high watermark, each voter's lag, observers,
+    fenced brokers), and which brokers a running broker's Metadata lists (registered and
+    unfenced)."""
     voters = cluster.broker_set.voter_states()
     quorum = cluster.broker_set.quorum()
     listed: set[int] = set()
@@ -269,9 +291,11 @@ def _quorum_status(cluster: Cluster) -> dict:
         "metadata": "kraft",
         "controller": ({"broker_id": quorum[0], "epoch": quorum[1]} if quorum else None),
         "quorum": {"voters": [{"id": cluster.broker_id(node), "node": node,
+                               "alive": node in voters,
                                "leader_id": state.leader_id if state else None,
                                "leader_epoch": state.leader_epoch if state else None}
-                              for node, state in voters.items()]},
+                              for node in cluster.brokers
+                              for state in [voters.get(node)]]},
         "brokers": [{"id": cluster.broker_id(n), "node": n,
                      "address": cluster.remote.address(n), "alive": cluster.running(n),
                      "pid": cluster.pid(n), "registered": cluster.broker_id(n) in listed}
@@ -279,7 +303,17 @@ def _quorum_status(cluster: Cluster) -> dict:
         "zookeepers": [],
         "partitions": [],
         **({"error": error} if error and not listed else {}),
+        **_described(cluster.bootstrap_servers),
     }
+
+
+def _described(bootstrap_servers: str) -> dict[str, Any]:
+    """The quorum as DescribeQuorum gives it (`described`), or why it could not
+    (`described_error`)."""
+    try:
+        return {"described": describe_quorum(bootstrap_servers.split(",")).to_json()}
+    except ValueError as error:
+        return {"described_error": str(error)}
 
 
 def _down(args: argparse.Namespace) -> int:

@@ -1,9 +1,9 @@
 """Real Apache Kafka 4.1.1 in KRaft mode (jars cached by the bootstrap): the smoke of
 `make test`, a short `kchaos run` with a kill of the active controller that ends valid;
 and (long) `kchaos cluster up | status | down` with no ZooKeeper, storage formatted by
-Kafka's StorageTool with one cluster id, the quorum read from the quorum-state files,
-leaders from Metadata, and a new quorum epoch after the active controller's kill.
-Needs root."""
+Kafka's StorageTool with one cluster id, the quorum read from the quorum-state files and
+described by DescribeQuorum (high watermark, lags, no fenced broker), leaders from
+Metadata, and a new quorum epoch after the active controller's kill. Needs root."""
 
 from __future__ import annotations
 
@@ -76,6 +76,13 @@ def test_kraft_cluster_up_status_a_controller_kill_and_down(tmp_path):
         assert leader in (1, 2, 3) and epoch >= 1
         assert [v["id"] for v in state["quorum"]["voters"]] == [1, 2, 3]
         assert state["zookeepers"] == []
+        described = state["described"]
+        assert (described["leader_id"], described["leader_epoch"]) == (leader, epoch)
+        assert sorted(r["id"] for r in described["voters"]) == [1, 2, 3]
+        assert described["high_watermark"] > 0 and described["observers"] == []
+        assert described["fenced_brokers"] == []
+        text = kchaos(env, "cluster", "status", "--run", prefix)
+        assert "metadata high watermark " in text.stdout and "fenced brokers: none" in text.stdout
 
         admin = AdminClient({"bootstrap.servers": state["bootstrap_servers"]})
         admin.create_topics([NewTopic("t", 2, 3)])["t"].result(60)
