@@ -118,15 +118,18 @@ def _action(request: Mapping[str, Any], result: Mapping[str, Any]) -> _Action:
     seconds for a target before acting (`strand-follower`) is requested when it acted."""
     f = str(request.get("f"))
     value = result.get("value")
-    waited = value.get("waited") if isinstance(value, Mapping) else None
-    requested = request["time"] + (int(waited * NS) if isinstance(waited, int | float)
-                                   and not isinstance(waited, bool) and waited > 0 else 0)
-    seconds = value.get("seconds") if isinstance(value, Mapping) else None
-    lingers = (int(seconds * NS) if isinstance(seconds, int | float)
-               and not isinstance(seconds, bool) and seconds > 0 else 0)
+    requested = request["time"] + _seconds_ns(value, "waited")
     return _Action(f, str(request.get("fault") or result.get("fault") or f),
                    min(requested, result["time"]), result["time"], fault_took_effect(result),
-                   lingers)
+                   _seconds_ns(value, "seconds"))
+
+
+def _seconds_ns(value: Any, field: str) -> int:
+    """A result's positive number of seconds under `field`, in ns (0 when it has none)."""
+    seconds = value.get(field) if isinstance(value, Mapping) else None
+    if isinstance(seconds, int | float) and not isinstance(seconds, bool) and seconds > 0:
+        return int(seconds * NS)
+    return 0
 
 
 def _actions(ops: Iterable[Mapping[str, Any]]) -> list[_Action]:
