@@ -50,6 +50,7 @@ __all__ = [
     "ConsumerTargets",
     "Consumers",
     "PauseConsumersNemesis",
+    "ProducerStalls",
     "StallProducerNemesis",
     "StallableProducers",
     "create_partitions",
@@ -83,13 +84,21 @@ class ConsumerTargets(Protocol):
         """The transactional ids of the run's producers."""
 
 
-@runtime_checkable
-class StallableProducers(Protocol):
-    """What a workload offers to the `stall-producer` fault."""
+class ProducerStalls(Protocol):
+    """Where a workload's transactional producers take stalls."""
 
-    def stall_producer(self, seconds: float, within: float) -> str | None:
+    def stall_next(self, seconds: float, within: float) -> str | None:
         """Stall the next committing transaction for `seconds`; its transactional id, or
         None when none came to commit within `within` seconds."""
+
+
+@runtime_checkable
+class StallableProducers(Protocol):
+    """What a workload offers to the `stall-producer` fault: where its producers in this
+    process take stalls (None: it has none, e.g. its transactions run in children)."""
+
+    @property
+    def stalls(self) -> ProducerStalls | None: ...
 
 
 class Consumers:
@@ -116,12 +125,13 @@ class Consumers:
         return ([("group", g) for g in self.targets.groups()]
                 + [("transaction", t) for t in self.targets.transactional_ids()])
 
-    def stalls(self) -> StallableProducers | None:
-        """Where the workload's transactional producers take stalls, if it has any."""
+    def stalls(self) -> ProducerStalls | None:
+        """Where the workload's transactional producers in this process take stalls, if
+        it has any."""
         targets = self.targets
-        if isinstance(targets, StallableProducers) and targets.transactional_ids():
-            return targets
-        return None
+        if not isinstance(targets, StallableProducers) or not targets.transactional_ids():
+            return None
+        return targets.stalls
 
     @property
     def topic(self) -> str | None:
@@ -200,7 +210,7 @@ class StallProducerNemesis(BaseNemesis):
         if seconds <= 0:
             raise ValueError(f"stall-producer needs a stall in seconds > 0, not "
                              f"{op.get('value')!r}")
-        stalled = producers.stall_producer(seconds, self.within)
+        stalled = producers.stall_next(seconds, self.within)
         if stalled is None:
             return no_target(op)
         return completed(op, {"stalled": stalled, "seconds": seconds})

@@ -25,6 +25,7 @@ from nemesis.package import FAULTS, GROUPS, Staggered, expand, package, schedule
 from nemesis.partition import Firewall, PartitionNemesis
 from nemesis.process import KillNemesis
 from tests.support.fake_cluster import FakeCluster
+from workloads.core.part import Workload
 
 NEW_FAULTS = ("kill-coordinator", "isolate-coordinator", "pause-consumers", "add-partitions")
 
@@ -243,27 +244,39 @@ def test_add_partitions_grows_the_topic_at_most_three_times():
         cluster, {"f": "add-partitions", "value": 1})["value"]
 
 
-class Stallable(Targets):
-    """Targets whose transactional producers take a stall when `takes` names an id."""
+class Stalls:
+    """Producers that take a stall when `takes` names an id."""
 
-    def __init__(self, takes: str | None, txn_ids: tuple[str, ...] = ("t1",)) -> None:
-        super().__init__([], [], txn_ids=txn_ids)
+    def __init__(self, takes: str | None) -> None:
         self.takes = takes
         self.asked: list[tuple[float, float]] = []
 
-    def stall_producer(self, seconds: float, within: float) -> str | None:
+    def stall_next(self, seconds: float, within: float) -> str | None:
         self.asked.append((seconds, within))
         return self.takes
+
+
+class Stallable(Targets):
+    """Targets whose transactional producers in this process are `stalls`."""
+
+    def __init__(self, takes: str | None, txn_ids: tuple[str, ...] = ("t1",),
+                 in_process: bool = True) -> None:
+        super().__init__([], [], txn_ids=txn_ids)
+        self.stalls = Stalls(takes) if in_process else None
 
 
 def test_stall_producer_says_which_transactional_id_stalled_or_that_none_did():
     op = {"f": "stall-producer", "value": 5.0, "fault": "stall-producer"}
     targets = Stallable("t1")
     done = StallProducerNemesis(consumers_of(targets), within=3.0).invoke(FakeCluster(), op)
-    assert done["value"] == {"stalled": "t1", "seconds": 5.0} and targets.asked == [(5.0, 3.0)]
+    assert done["value"] == {"stalled": "t1", "seconds": 5.0}
+    assert targets.stalls.asked == [(5.0, 3.0)]
     assert StallProducerNemesis(consumers_of(Stallable(None))).invoke(
         FakeCluster(), op)["value"] == "no-target"
-    for nothing in (Stallable("t1", txn_ids=()), Targets([], ["g"])):
+    transfer = Workload(client=None, generator=None, final_generator=None,
+                        key_partitions={}, concurrency=1, txn_ids=("t1",))
+    for nothing in (Stallable("t1", txn_ids=()), Stallable("t1", in_process=False),
+                    transfer, Targets([], ["g"])):
         assert StallProducerNemesis(consumers_of(nothing)).invoke(FakeCluster(), op)[
             "value"] == {"skipped": NO_STALLS}
     assert FAULTS["stall-producer"].stop is None and "stall-producer" in GROUPS["all"]

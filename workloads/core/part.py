@@ -9,8 +9,9 @@ A built workload also tells a nemesis what it may act on: its `topic`, its consu
 `groups()` and `consumer_pids()`, the live consumer child processes (subscribe mode; a
 `pause-consumers` nemesis SIGSTOPs and SIGCONTs them), its producers'
 `transactional_ids()` (their coordinators are the coordinator faults' targets too), and
-`stall_producer`, which makes the next committing transaction's producer a zombie (the
-`stall-producer` nemesis).
+`stalls`, where the next committing transaction of a producer in this process takes the
+stall that makes it a zombie (the `stall-producer` nemesis; none when the workload's
+transactions run in child processes).
 """
 
 from __future__ import annotations
@@ -68,13 +69,6 @@ class Workload:
     def consumer_pids(self) -> list[int]:
         """The pids of the live consumer child processes (none in assign mode)."""
         return self.children.pids() if self.children is not None else []
-
-    def stall_producer(self, seconds: float, within: float) -> str | None:
-        """Stall the next transaction about to commit for `seconds` before its commit (its
-        producer then commits as a zombie); the transactional id stalled, or None when
-        none came to commit within `within` seconds or the workload has no such
-        producers."""
-        return self.stalls.stall_next(seconds, within) if self.stalls is not None else None
 
 
 @dataclass(frozen=True)
