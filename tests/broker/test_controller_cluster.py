@@ -200,6 +200,10 @@ def test_isr_of_only_the_dead_leader_clean_and_unclean(zookeeper, tmp_path):
             elected = await wait_state(admin, "unclean", 0, lambda s: s.leader == b.broker_id,
                                        "unclean leader")
             assert elected.isr == (b.broker_id,)
+            # The controller logs a change after its znode write, so wait for the lines.
+            await wait_for(lambda: {"elect-leader", "leader-offline"}
+                           <= {x["event"] for x in controller.log_lines()},
+                           what="the unclean election and the offline leader logged")
             lines = controller.log_lines()
             (unclean_line,) = [x for x in lines if x["event"] == "elect-leader"]
             assert (unclean_line["topic"], unclean_line["unclean"], unclean_line["selector"],
@@ -286,8 +290,10 @@ def test_reassignment_and_preferred_election(zookeeper, tmp_path):
                          b'{"version":1,"partitions":[{"topic":"r","partition":0}]}')
             await wait_state(admin, "r", 0, lambda s: s.leader == b.broker_id,
                              "preferred replica leads again")
-            assert any(x["selector"] == "preferred" for x in controller.log_lines()
-                       if x["event"] == "elect-leader")
+            await wait_for(lambda: any(x["selector"] == "preferred"
+                                       for x in controller.log_lines()
+                                       if x["event"] == "elect-leader"),
+                           what="the preferred election logged")
 
     run(scenario())
 
