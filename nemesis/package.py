@@ -353,7 +353,9 @@ class Staggered:
     `steps` starts its wait after the previous op completed (the first after the test
     started), and stops its hold after its start completed, so a slow op (a targeted fault
     waits for the cluster, a stop restarts JVMs) delays what follows instead of making the
-    overdue ops fire back to back. Nothing starts at or after `time_limit` (ns since the
+    overdue ops fire back to back; a step of a fitted first round starts at its planned
+    time (`Step.at`) or, when the previous op completed later, then. Nothing starts at or
+    after `time_limit` (ns since the
     test started): such a start is dropped with its stop, and the schedule ends; the stop of
     a started fault comes at the latest just before the time limit.
 
@@ -381,7 +383,8 @@ class Staggered:
             op = _op(str(fault.stop), None, max(due, now), step.name)
             following = replace(self, position=self.position + 1, stopping=False)
         else:
-            time = max(since + _ns(step.wait), now)
+            due = since + _ns(step.wait) if step.at is None else max(since, _ns(step.at))
+            time = max(due, now)
             if time >= self.time_limit:
                 return None
             op = _op(fault.start, step.value, time, step.name)
@@ -478,18 +481,23 @@ def schedule_steps(faults: Sequence[str | Sequence[str]], seed: int, time_limit:
 @dataclass(frozen=True)
 class Step:
     """One fault of a round: seconds to wait before starting it, after the previous op
-    completed, and to hold it after its start completed (None for a one-shot fault)."""
+    completed, and to hold it after its start completed (None for a one-shot fault). A step
+    of a fitted round (`fit_round`) also has its planned start, `at`: it starts then, or as
+    soon as the previous op completed when that is later, so slow ops use up the waits after
+    them instead of pushing the round past the time limit."""
 
     name: str
     value: Any
     wait: float
     hold: float | None
+    at: float | None = None  # in a fitted round: seconds since the test started it is due
 
 
 def fit_round(steps: Sequence[Step], time_limit: float,
               holds: Mapping[str, float]) -> list[Step]:
     """`steps` ending by `ROUND_SHARE` of the time limit: when they would end later, every
-    wait and every hold beyond its minimum (`holds`) scaled down by one factor."""
+    wait and every hold beyond its minimum (`holds`) scaled down by one factor, and each
+    step given its planned start (`Step.at`)."""
     budget = ROUND_SHARE * time_limit
     fixed = sum(holds.get(step.name, 0.0) for step in steps if step.hold is not None)
     flexible = sum(step.wait + (step.hold - holds.get(step.name, 0.0) if step.hold is not None
@@ -497,10 +505,16 @@ def fit_round(steps: Sequence[Step], time_limit: float,
     if fixed + flexible <= budget or flexible <= 0:
         return list(steps)
     scale = max(0.0, budget - fixed) / flexible
-    return [replace(step, wait=step.wait * scale,
-                    hold=None if step.hold is None else
-                    holds.get(step.name, 0.0) + (step.hold - holds.get(step.name, 0.0)) * scale)
-            for step in steps]
+    fitted = []
+    elapsed = 0.0
+    for step in steps:
+        minimum = holds.get(step.name, 0.0)
+        wait = step.wait * scale
+        hold = None if step.hold is None else minimum + (step.hold - minimum) * scale
+        elapsed += wait
+        fitted.append(replace(step, wait=wait, hold=hold, at=elapsed))
+        elapsed += hold or 0.0
+    return fitted
 
 
 def schedule_need(entries: Sequence[Sequence[str]], interval: float,

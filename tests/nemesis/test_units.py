@@ -5,6 +5,7 @@ from __future__ import annotations
 import itertools
 import json
 import random
+from dataclasses import replace
 
 import pytest
 
@@ -337,3 +338,20 @@ def test_exported_members():
                                     "package"}
     assert "Remote" in harness.control.__all__ and "RemoteError" in harness.control.__all__
     assert set(harness.db.__all__) >= {"Cluster", "ClusterSpec", "down"}
+
+
+def test_slow_ops_of_a_fitted_round_use_up_the_waits_after_them():
+    """A fitted first round keeps its planned starts: ops that take longer than planned
+    (a coordinator looked up under load) delay the next start only past its planned time,
+    so the last fault still starts before the limit."""
+    steps = [Step("kill", "one", 4.0, 4.0), Step("pause", "one", 4.0, 4.0),
+             Step("add-partitions", 1, 4.0, None)]
+    fitted = fit_round(steps, 20.0, {})
+    assert [step.at for step in fitted] == pytest.approx([3.6, 10.8, 18.0])
+    ran = run_schedule(Staggered(tuple(fitted), 20 * 10**9), lambda op: 1.0, 20)
+    assert [(op["f"], round(invoked, 1)) for op, invoked, _ in ran] == [
+        ("kill", 3.6), ("start", 8.2), ("pause", 10.8), ("resume", 15.4),
+        ("add-partitions", 18.0)]
+    unfitted = Staggered(tuple(replace(step, at=None) for step in fitted), 20 * 10**9)
+    assert "add-partitions" not in [op["f"] for op, *_ in
+                                    run_schedule(unfitted, lambda op: 1.0, 20)]
