@@ -1,6 +1,7 @@
 """Produce throughput of our broker and of Apache Kafka, side by side: three brokers, RF 3.
 
-For each `--db` (default both: kchaos, kafka) brings up three brokers and one ZooKeeper in
+For each `--db` setup (default all three: kchaos, kafka on ZooKeeper, kafka-kraft: Kafka
+4.1.1 on KRaft; see `three_brokers.py`) brings up three brokers in
 network namespaces (`kchaos cluster up`'s code, as root), creates a topic with
 replication factor 3 (min.insync.replicas=2), then drives a batching confluent-kafka
 producer with 100-byte records, first `--warmup` seconds unmeasured (Kafka's JIT), then
@@ -9,7 +10,7 @@ records/s and p50/p99 produce latency (delivery callback time minus produce() ti
 db, then the ratio ours/Kafka. Each cluster is taken down (processes killed, namespaces
 removed) before the next starts.
 
-    .venv/bin/python bench/broker_throughput.py [--db kchaos,kafka] [--seconds 30]
+    .venv/bin/python bench/broker_throughput.py [--db kchaos,kafka,kafka-kraft] [--seconds 30]
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from confluent_kafka import Consumer, Producer, TopicPartition  # noqa: E402
-from three_brokers import create_topic, db_names, three_brokers  # noqa: E402
+from three_brokers import SETUPS, create_topic, db_names, three_brokers  # noqa: E402
 
 RECORD = b"x" * 100
 
@@ -86,7 +87,7 @@ def high_watermarks(bootstrap: str, topic: str, partitions: int) -> int:
 
 
 def measure(db_name: str, args: argparse.Namespace) -> list[dict]:
-    with three_brokers(db_name).start(timeout=120) as cluster:
+    with three_brokers(db_name).start(timeout=180) as cluster:
         create_topic(cluster, "bench", args.partitions)
         if args.warmup > 0:  # the JVM compiles its hot paths first; ours has none to compile
             run(cluster.bootstrap_servers, "bench", "all", args.warmup, args.linger_ms,
@@ -95,14 +96,14 @@ def measure(db_name: str, args: argparse.Namespace) -> list[dict]:
         for acks in args.acks:
             result = run(cluster.bootstrap_servers, "bench", acks, args.seconds,
                          args.linger_ms, args.batch_bytes)
-            print(f"{db_name:>6} acks={result['acks']:>3}: {result['rate']:>9,.0f} records/s "
+            print(f"{db_name:>11} acks={result['acks']:>3}: {result['rate']:>9,.0f} records/s "
                   f"({result['records']:,} in {result['seconds']:.1f} s, "
                   f"{result['errors']} errors), latency p50 {result['p50_ms']:.1f} ms, "
                   f"p99 {result['p99_ms']:.1f} ms", flush=True)
             results.append(result)
         delivered = sum(result["records"] for result in results)
         stored = high_watermarks(cluster.bootstrap_servers, "bench", args.partitions)
-        print(f"{db_name:>6} check: {delivered:,} records acknowledged, {stored:,} below the "
+        print(f"{db_name:>11} check: {delivered:,} records acknowledged, {stored:,} below the "
               f"high watermarks ({'ok' if stored >= delivered else 'MISSING RECORDS'})",
               flush=True)
     return results
@@ -110,7 +111,7 @@ def measure(db_name: str, args: argparse.Namespace) -> list[dict]:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--db", default="kchaos,kafka", help="comma-separated dbs")
+    parser.add_argument("--db", default=",".join(SETUPS), help="comma-separated setups")
     parser.add_argument("--seconds", type=float, default=30.0)
     parser.add_argument("--partitions", type=int, default=6)
     parser.add_argument("--warmup", type=float, default=10.0,
@@ -120,13 +121,15 @@ def main() -> int:
     parser.add_argument("--acks", nargs="+", default=["1", "all"])
     args = parser.parse_args()
     names = db_names(parser, args.db)
-    print(f"3 brokers and 1 ZooKeeper in network namespaces, RF 3, {args.partitions} "
+    print(f"3 brokers in network namespaces, RF 3, {args.partitions} "
           f"partitions, 100-byte records, linger.ms={args.linger_ms}, "
           f"batch.size={args.batch_bytes}")
     figures = {name: measure(name, args) for name in names}
-    if "kchaos" in figures and "kafka" in figures:
-        for ours, theirs in zip(figures["kchaos"], figures["kafka"], strict=True):
-            print(f"acks={ours['acks']:>3}: ours/Kafka {ours['rate'] / theirs['rate']:.2f} "
+    for peer in ("kafka", "kafka-kraft"):
+        if "kchaos" not in figures or peer not in figures:
+            continue
+        for ours, theirs in zip(figures["kchaos"], figures[peer], strict=True):
+            print(f"acks={ours['acks']:>3}: ours/{peer} {ours['rate'] / theirs['rate']:.2f} "
                   f"of the records/s, p50 {ours['p50_ms']:.1f} vs {theirs['p50_ms']:.1f} ms, "
                   f"p99 {ours['p99_ms']:.1f} vs {theirs['p99_ms']:.1f} ms")
     return 0
