@@ -46,8 +46,9 @@ fi
 
 # Apache Kafka's jars for `--db kafka`, from Maven Central (Maven verifies checksums);
 # a complete cache folder is used as it is, offline:
-# 3.9.1 (the default, ZooKeeper mode) and 4.1.1 (KRaft, the smoke of `make test`).
-for version in 3.9.1 4.1.1; do
+# 3.9.1 (the default, ZooKeeper mode), 4.1.1 (KRaft, the smoke of `make test`) and 4.2.0
+# (whose metadata log the decoder's tests read with its own jars).
+for version in 3.9.1 4.1.1 4.2.0; do
     if [ ! -f ".cache/kafka/$version/.complete" ]; then
         .venv/bin/python -m harness.db.kafka.distribution "$version" >/dev/null
         echo "bootstrap: Apache Kafka $version cached in .cache/kafka/$version/libs"
