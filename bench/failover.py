@@ -13,7 +13,8 @@ confluent-kafka producer (acks=all, idempotent) writing a record every 5 ms. The
   the broker holding /controller; in KRaft mode the metadata quorum's leader, which on
   these combined nodes is a broker too) and measures the time from the kill to the first
   topic created after it (replication factor 1) whose partition has a leader: a metadata
-  change the new controller completed;
+  change the new controller completed (tried with a new admin client each time, each try
+  given `CREATE_TIMEOUT` s, so to within about a second);
 
 after each round the node is started again and the partition's ISR is full. Prints each
 round, where a leader round's time went (from the controller event logs, or the metadata
@@ -44,7 +45,7 @@ from checker.cluster.event_log import ControllerEvent, event_log_paths, read_eve
 
 TOPIC = "failover"
 GIVE_UP = 120.0  # seconds a round may take before it counts as failed
-CREATE_TIMEOUT = 5.0  # seconds one topic creation may take
+CREATE_TIMEOUT = 1.0  # seconds one topic creation may take: the controller round's resolution
 RETRY_CREATE = 2.0  # seconds after a creation before another topic is created
 
 
@@ -92,8 +93,6 @@ def first_metadata_change_after(cluster, moment: float, names) -> float | None:
     factor 1, a new name from `names`: at once after a refused creation, `RETRY_CREATE` s
     after an accepted one whose partition has no leader yet) has a leader; None after
     `GIVE_UP` s."""
-    admin = AdminClient({"bootstrap.servers": cluster.bootstrap_servers,
-                         "socket.timeout.ms": int(CREATE_TIMEOUT * 1000)})
     created: list[str] = []
     tried = float("-inf")
     while time.monotonic() - moment < GIVE_UP:
@@ -103,6 +102,10 @@ def first_metadata_change_after(cluster, moment: float, names) -> float | None:
         if time.monotonic() - tried >= RETRY_CREATE:
             tried = time.monotonic()
             name = next(names)
+            # a new client each time: librdkafka's admin client sends to the controller
+            # its metadata named, and keeps waiting for a dead one for minutes
+            admin = AdminClient({"bootstrap.servers": cluster.bootstrap_servers,
+                                 "socket.timeout.ms": int(CREATE_TIMEOUT * 1000)})
             future = admin.create_topics([NewTopic(name, 1, 1)],
                                          request_timeout=CREATE_TIMEOUT)[name]
             try:
