@@ -5,12 +5,16 @@ the report and docs/anomalies.md all take their words from.
 A checker names the type, and, when a type is allowed for a reason another type stands
 for, that type as the `cause` (a poll-skip allowed because the log may be truncated has
 lost-write's reason; a G1c at isolation.level=read_uncommitted has precommitted-read's),
-with the settings of the test that allow it (`acks=1`).
+with the settings of the test that allow it (`acks=1`). Where the test's metadata mode
+(`checker.modes`) changes why a type is allowed, the mode's own reason is given, the mode
+named with the settings.
 """
 
 from __future__ import annotations
 
-__all__ = ["ALLOWED_BECAUSE", "because"]
+from checker.modes import KRAFT_ELR, MetadataMode
+
+__all__ = ["ALLOWED_BECAUSE", "ALLOWED_BECAUSE_IN_MODE", "because"]
 
 _LOSS = ("the configuration does not promise that acknowledged writes survive a leader "
          "change: a new leader may lack records the old one acknowledged, and its "
@@ -58,9 +62,28 @@ ALLOWED_BECAUSE: dict[str, str] = {
     "eos-loss": _NO_FINAL_READS,
 }
 
+# The reasons a metadata mode's elections change (`checker.modes`), in its own words.
+ALLOWED_BECAUSE_IN_MODE: dict[MetadataMode, dict[str, str]] = {
+    KRAFT_ELR: {
+        "unclean-election-loss": (
+            "an election takes a live ISR member, else an eligible leader replica (one "
+            "that left the ISR as it fell below min.insync.replicas members, and below that "
+            "the high watermark does not advance, so it holds every committed record), else "
+            "the last known leader; unclean.leader.election.enable=true lets another live "
+            "replica become leader only when none of these can, and the records it lacks "
+            "are truncated from the others"),
+    },
+}
 
-def because(kind: str, *settings: str, cause: str | None = None) -> str:
-    """The reason `kind` is allowed: that of `cause` (default: `kind` itself), followed by
-    the test's `settings` that allow it, if any."""
-    reason = ALLOWED_BECAUSE[cause or kind]
+
+def because(kind: str, *settings: str, cause: str | None = None,
+            mode: MetadataMode | None = None) -> str:
+    """The reason `kind` is allowed: that of `cause` (default: `kind` itself), in `mode`'s
+    own words if its elections change that reason, followed by the test's `settings` that
+    allow it, if any, and then by the mode whose words they were."""
+    reasons_of = cause or kind
+    reason = ALLOWED_BECAUSE[reasons_of]
+    if mode is not None and reasons_of in ALLOWED_BECAUSE_IN_MODE.get(mode, {}):
+        reason = ALLOWED_BECAUSE_IN_MODE[mode][reasons_of]
+        settings = (*settings, mode.title)
     return f"{reason} ({', '.join(settings)})" if settings else reason

@@ -523,7 +523,8 @@ def _election_text(election: Mapping[str, Any], start_wall_ms: float | None) -> 
     at = (f"+{(when - start_wall_ms) / 1000:.3f} s" if isinstance(when, int | float)
           and start_wall_ms is not None else f"at {when} ms")
     kind = "unclean" if election.get("unclean") else "clean"
-    parts = [element("span", f"{kind} election", class_=f"tag {kind}"),
+    source = " from the eligible leader replicas" if election.get("elr") is True else ""
+    parts = [element("span", f"{kind} election", class_=f"tag {kind}"), source,
              f" {at}: {election.get('topic')}-{election.get('partition')} leader "
              f"{election.get('old_leader')} → {election.get('new_leader')}, leader epoch "
              f"{election.get('leader_epoch')}, ISR {election.get('isr')}, controller "

@@ -27,7 +27,10 @@ no election at all, the loss is "unexplained".
 Verdicts: a loss after an unclean election is allowed only when
 `broker_config["unclean.leader.election.enable"]` is true; after a clean
 election, only when the send's acks level promised nothing (see
-`checker.queue.analysis.promises_no_loss`); an unexplained loss always fails. Sends with
+`checker.queue.analysis.promises_no_loss`); an unexplained loss always fails. An
+election from the eligible leader replicas (KRaft with KIP-966) is clean: its leader
+holds every committed record. Why a loss is allowed names the test's metadata mode
+(`checker.modes`) where it changes what an unclean election is. Sends with
 acks=0 are never acknowledged by a broker and are left out.
 
 Event logs are read by `checker.cluster.event_log.load_events`.
@@ -48,6 +51,7 @@ from checker.cluster.event_log import (
     load_events,
 )
 from checker.core import Result, condense
+from checker.modes import mode_of
 from checker.queue.acks import counted_losses
 from checker.queue.analysis import (
     AnalysisChecker,
@@ -55,6 +59,7 @@ from checker.queue.analysis import (
     acks_label,
     broker_setting,
     flag,
+    loss_settings,
     promises_no_loss,
 )
 from checker.queue.events import normalise_key
@@ -118,9 +123,10 @@ class ElectionChecker(AnalysisChecker):
                   and acks_label(loss["acks"], default) != "0"]
         events, torn = load_events(opts)
         acknowledged = sum(1 for loss in losses if loss["status"] == "ok")
+        mode = mode_of(test)
         stats: dict[str, Any] = {"lost-acknowledged": acknowledged,
                                  "lost-read-unacknowledged": len(losses) - acknowledged,
-                                 "torn-event-lines": torn}
+                                 "torn-event-lines": torn, "metadata-mode": mode.name}
         if not losses:
             return Result(True, stats=stats, seconds=time.monotonic() - started)
         if test.get("start_wall_ms") is None:
@@ -171,21 +177,13 @@ class ElectionChecker(AnalysisChecker):
             "unexplained": len(found.get("unexplained-loss", [])),
             "elections": [by_election[k] for k in sorted(by_election, key=repr)],
             "leader-changes-seen": sum(len(v) for v in changes.values()),
+            "leader-changes-from-elr": sum(e.from_eligible_replicas
+                                           for v in changes.values() for e in v),
         })
         if tolerated:
             stats["allowed-because"] = {
-                kind: because(kind) if kind == "unclean-election-loss" else because(
-                    kind, *_loss_settings(test)) for kind in sorted(tolerated)}
+                kind: because(kind, mode=mode) if kind == "unclean-election-loss" else because(
+                    kind, *loss_settings(test)) for kind in sorted(tolerated)}
         return Result(valid=not (set(found) - tolerated), anomalies=anomalies, stats=stats,
                       allowed=sorted(tolerated), seconds=time.monotonic() - started)
 
-
-
-def _loss_settings(test: Mapping[str, Any]) -> list[str]:
-    """The settings of `test` that do not promise to keep acknowledged writes."""
-    level = acks_label(test.get("acks", "all"))
-    settings = [f"acks={level}"] if level != "all" else []
-    min_isr = int(broker_setting(test, "min.insync.replicas", 1))
-    if min_isr < 2:
-        settings.append(f"min.insync.replicas={min_isr}")
-    return settings

@@ -3,9 +3,12 @@
 Fields (broker-contracts, "Controller event log"): time (epoch ms), controller_id,
 controller_epoch, event ("elect-leader", "isr-change", "broker-change",
 "become-controller", "resign", ...), topic, partition, selector, old_leader,
-new_leader, leader_epoch, isr, unclean. The coordinators write to the same log (group
-and transaction events: `coordinator-loaded`, `txn-state`, `txn-fenced`, ...); fields
-beyond the controller's are kept in `details`. A store keeps one log per node at
+new_leader, leader_epoch, isr, unclean. KRaft's elections also say whether the new
+leader came from the eligible leader replicas (`elr`, KIP-966): such an election is
+clean (`unclean` false, whatever the line says), its leader holding every committed
+record. The coordinators write to the same log (group and transaction events:
+`coordinator-loaded`, `txn-state`, `txn-fenced`, ...); fields beyond the controller's are
+kept in `details`. A store keeps one log per node at
 `nodes/<node>/controller-events.jsonl`. A malformed line is an error naming the
 file and line; an unterminated last line (the broker was killed mid-write) is
 skipped and counted.
@@ -16,7 +19,7 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -58,6 +61,12 @@ class ControllerEvent:
     unclean: bool = False
     details: dict[str, Any] = field(default_factory=dict, compare=False)
 
+    @property
+    def from_eligible_replicas(self) -> bool:
+        """An election whose new leader came from the eligible leader replicas, not the
+        ISR."""
+        return self.event == "elect-leader" and self.details.get("elr") is True
+
     def to_json(self) -> dict[str, Any]:
         return {
             "time": self.time, "event": self.event, "node": self.node,
@@ -94,7 +103,7 @@ def _event(obj: Any, node: str | None) -> ControllerEvent:
     isr = obj.get("isr")
     if isr is not None and not isinstance(isr, list):
         raise ValueError(f"field 'isr' must be a list of broker ids, got {isr!r}")
-    return ControllerEvent(
+    parsed = ControllerEvent(
         time=int(when), event=event, node=node,
         controller_id=obj.get("controller_id"), controller_epoch=obj.get("controller_epoch"),
         topic=obj.get("topic"), partition=obj.get("partition"), selector=obj.get("selector"),
@@ -103,6 +112,7 @@ def _event(obj: Any, node: str | None) -> ControllerEvent:
         isr=tuple(isr) if isr is not None else None, unclean=obj.get("unclean") is True,
         details={k: v for k, v in obj.items() if k not in _CONTROLLER_FIELDS},
     )
+    return replace(parsed, unclean=False) if parsed.from_eligible_replicas else parsed
 
 
 def read_event_log(path: str | os.PathLike[str], node: str | None = None) -> EventLogs:

@@ -6,11 +6,13 @@ and duplicated (a value at several offsets). acks=all with
 min.insync.replicas >= 2 and unclean leader election off promises that no
 acknowledged send is lost: such a loss fails the test. Any other level or
 configuration promises nothing: its losses are reported as allowed by the
-configuration.
+configuration. The promise is the same in every metadata mode (`checker.modes`); why a
+loss is allowed names the mode where it changes what an unclean election is.
 
 Test keys read: `acks` (the level of sends without an `acks` field; default
 "all"), `broker_config` ("min.insync.replicas", "unclean.leader.election.enable"),
-`final_reads` (default true; false: unseen sends are not counted as lost).
+`final_reads` (default true; false: unseen sends are not counted as lost), `db` and its
+options (the metadata mode).
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from collections.abc import Mapping
 from typing import Any, ClassVar
 
 from checker.core import Result, condense
+from checker.modes import mode_of
 from checker.queue.analysis import (
     AnalysisChecker,
     QueueAnalysis,
@@ -94,6 +97,7 @@ class AcksChecker(AnalysisChecker):
                 "min.insync.replicas": int(broker_setting(test, "min.insync.replicas", 1)),
                 "unclean.leader.election.enable":
                     str(broker_setting(test, "unclean.leader.election.enable", False)).lower(),
+                "metadata-mode": mode_of(test).name,
             },
         }
         if tolerated:

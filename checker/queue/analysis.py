@@ -22,7 +22,8 @@ retry), `final_reads` (default true: the history ends with reads draining every 
 `isolation_level` (default "read_committed"; at "read_uncommitted" consumers read records
 of open and aborted transactions: G1a and precommitted-read are allowed, and a read of one
 value of an unknown-outcome transaction no longer proves its other sends committed, so
-those are not counted lost).
+those are not counted lost), `db` and its options (the metadata mode, `checker.modes`:
+what an unclean election means).
 """
 
 from __future__ import annotations
@@ -38,6 +39,7 @@ from typing import Any, ClassVar
 from checker.allowed import ALLOWED_BECAUSE, because
 from checker.core import Anomaly, Memo, Result, check_by_key, compose_results, condense, safely
 from checker.history import HistoryError, Op
+from checker.modes import mode_of
 from checker.queue.events import END, RESET, Event, Key, events_of, proven_sends
 from checker.queue.finders import KeyReport, QueueBudget, analyse_key
 
@@ -58,6 +60,8 @@ __all__ = [
     "flag",
     "fold",
     "judged",
+    "loss_because",
+    "loss_settings",
     "promises_no_loss",
     "reads_uncommitted",
     "split_by_key",
@@ -75,6 +79,8 @@ ANOMALIES = (
 )
 # Found key by key with the others, but judged by `checker.txn.checker.TxnChecker`.
 KEY_TXN_ANOMALIES = ("G1b",)
+# The setting that lets a replica outside the ISR become leader, as a reason names it.
+UNCLEAN_ELECTION = "unclean.leader.election.enable=true"
 # Normal in Kafka's transaction model, as in Jepsen: producers interleave their sends.
 ALWAYS_ALLOWED = frozenset({"int-send-skip"})
 # What consumers at isolation.level=read_uncommitted are allowed to see.
@@ -115,18 +121,34 @@ def promises_no_loss(test: Mapping[str, Any], acks: Any = None) -> bool:
     return level == "all" and min_isr >= 2 and not unclean
 
 
+def loss_settings(test: Mapping[str, Any]) -> list[str]:
+    """The settings of `test` that let an acknowledged write be lost: acks below all,
+    min.insync.replicas below 2, unclean elections on (none: it promises no loss)."""
+    settings = []
+    level = acks_label(test.get("acks"))
+    if level != "all":
+        settings.append(f"acks={level}")
+    min_isr = int(broker_setting(test, "min.insync.replicas", 1))
+    if min_isr < 2:
+        settings.append(f"min.insync.replicas={min_isr}")
+    if flag(broker_setting(test, "unclean.leader.election.enable", False)):
+        settings.append(UNCLEAN_ELECTION)
+    return settings
+
+
+def loss_because(test: Mapping[str, Any], kind: str) -> str:
+    """Why `test` allows `kind`, which a truncated log shows: when unclean elections are
+    the only setting that lets a write be lost, an unclean election's reason in the test's
+    metadata mode; else lost-write's, with the settings."""
+    settings = loss_settings(test)
+    if settings == [UNCLEAN_ELECTION]:
+        return because(kind, cause="unclean-election-loss", mode=mode_of(test))
+    return because(kind, *settings, cause="lost-write")
+
+
 def tolerance_reasons(test: Mapping[str, Any], kinds: Iterable[str]) -> dict[str, str]:
     """Why this test allows each anomaly type of `kinds` (`checker.allowed.because`), with
     the settings that allow it."""
-    loss_settings = []
-    level = acks_label(test.get("acks"))
-    if level != "all":
-        loss_settings.append(f"acks={level}")
-    min_isr = int(broker_setting(test, "min.insync.replicas", 1))
-    if min_isr < 2:
-        loss_settings.append(f"min.insync.replicas={min_isr}")
-    if flag(broker_setting(test, "unclean.leader.election.enable", False)):
-        loss_settings.append("unclean.leader.election.enable=true")
     reasons = {}
     for kind in sorted(kinds):
         if kind in ("poll-skip", "nonmonotonic-poll") and test.get("subscribe"):
@@ -134,7 +156,7 @@ def tolerance_reasons(test: Mapping[str, Any], kinds: Iterable[str]) -> dict[str
         elif kind == "unseen" and test.get("final_reads") is False:
             reasons[kind] = because(kind, cause="undelivered")
         elif kind in TRUNCATION:
-            reasons[kind] = because(kind, *loss_settings, cause="lost-write")
+            reasons[kind] = loss_because(test, kind)
         elif kind in ALLOWED_BECAUSE:
             reasons[kind] = because(kind)
     return reasons

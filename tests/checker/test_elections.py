@@ -6,6 +6,7 @@ import json
 
 import pytest
 
+from checker.allowed import ALLOWED_BECAUSE, because
 from checker.cluster.elections import ElectionChecker, partition_of
 from checker.cluster.event_log import (
     event_log_paths,
@@ -14,6 +15,7 @@ from checker.cluster.event_log import (
     read_event_logs,
 )
 from checker.history.errors import HistoryError
+from checker.modes import KRAFT_ELR
 from tests.support.queue_histories import Builder
 
 START_MS = 1_700_000_000_000
@@ -223,3 +225,87 @@ def test_a_read_write_whose_acknowledgement_never_came_is_attributed_from_its_la
     assert witness["election"]["leader_epoch"] == 3, "the first election after the read"
     assert (result.stats["lost-acknowledged"], result.stats["lost-read-unacknowledged"]) == (0, 1)
 
+
+
+KAFKA_4_1 = {"db": "kafka", "broker": {"kind": "kafka", "version": "4.1.1", "metadata": "kraft"}}
+
+
+def from_elr(ms_after_start: float, *, unclean: bool = False) -> dict:
+    """A KRaft election whose new leader, 2, was not in the ISR but an eligible leader
+    replica, as `harness.db.kafka.metadata_log` writes it."""
+    return {**election(ms_after_start, unclean=unclean), "isr": [], "elr": True}
+
+
+@pytest.mark.parametrize("unclean_line", [False, True])
+def test_an_election_from_the_eligible_leader_replicas_is_clean(tmp_path, unclean_line):
+    b, ack_ms = lost_after(Builder())
+    store = write_store(tmp_path, {"n3": [from_elr(ack_ms + 50, unclean=unclean_line)]})
+    [event] = read_event_logs(event_log_paths(store)).events
+    assert event.from_eligible_replicas and event.unclean is False
+    unclean_on = {**KAFKA_4_1, **config_of(unclean=True, min_isr=2)}
+    result = ElectionChecker().check(unclean_on, b.ops, {"store_dir": store})
+    assert set(result.anomalies) == {"clean-election-loss"}
+    assert result.allowed == ["clean-election-loss"], "allowed as clean: unclean is on"
+    [witness] = result.anomalies["clean-election-loss"].examples
+    assert witness["election"]["elr"] is True and witness["election"]["unclean"] is False
+    assert result.stats["leader-changes-from-elr"] == 1
+    assert result.stats["metadata-mode"] == "kraft-elr"
+
+
+def test_a_loss_after_an_election_from_the_eligible_leader_replicas_fails_a_safe_config(
+        tmp_path):
+    b, ack_ms = lost_after(Builder())
+    store = write_store(tmp_path, {"n3": [from_elr(ack_ms + 50)]})
+    safe = {**KAFKA_4_1, **config_of(unclean=False, min_isr=2)}
+    result = ElectionChecker().check(safe, b.ops, {"store_dir": store})
+    assert result.valid is False and result.allowed == []
+    assert set(result.anomalies) == {"clean-election-loss"}
+
+
+def test_an_isr_change_naming_eligible_leader_replicas_is_no_election():
+    from checker.cluster.event_log import _event
+
+    shrink = _event({"time": START_MS, "event": "isr-change", "topic": "kchaos",
+                     "partition": 1, "leader": 1, "isr": [1], "elr": [2, 3]}, "n1")
+    assert not shrink.from_eligible_replicas and leader_changes([shrink]) == {}
+
+
+@pytest.mark.parametrize("test", [
+    {"db": "kchaos"},
+    {"db": "kafka", "broker": {"kind": "kafka", "version": "3.9.1", "metadata": "zookeeper"}},
+    {"db": "kafka", "broker": {"kind": "kafka", "version": "4.0.0", "metadata": "kraft"}},
+    KAFKA_4_1,
+], ids=["kchaos", "kafka-3.9.1", "kafka-4.0.0", "kafka-4.1.1"])
+def test_a_clean_election_loss_is_never_allowed_at_min_insync_2_unclean_off(tmp_path, test):
+    b, ack_ms = lost_after(Builder())
+    events = [election(ack_ms + 50, unclean=False)]
+    result = ElectionChecker().check({**test, **config_of(False, min_isr=2)}, b.ops,
+                                     {"event_logs": [_log(tmp_path, events)]})
+    assert result.valid is False and result.allowed == []
+
+
+def test_an_allowed_unclean_election_loss_names_the_mode_where_it_changes_the_reason(tmp_path):
+    b, ack_ms = lost_after(Builder())
+    events = [election(ack_ms + 50, unclean=True)]
+    reasons = {}
+    for name, test in [("zookeeper", {"db": "kchaos"}),
+                       ("kraft", {"db": "kafka", "broker": {"version": "4.0.0",
+                                                            "metadata": "kraft"}}),
+                       ("kraft-elr", KAFKA_4_1)]:
+        result = ElectionChecker().check({**test, **config_of(True, min_isr=2)}, b.ops,
+                                         {"event_logs": [_log(tmp_path, events)]})
+        assert result.valid is True and result.allowed == ["unclean-election-loss"]
+        assert result.stats["metadata-mode"] == name
+        reasons[name] = result.stats["allowed-because"]["unclean-election-loss"]
+    assert reasons["zookeeper"] == reasons["kraft"] == ALLOWED_BECAUSE["unclean-election-loss"]
+    assert reasons["kraft-elr"] == because("unclean-election-loss", mode=KRAFT_ELR)
+    assert reasons["kraft-elr"].endswith("(KRaft with eligible leader replicas)")
+
+
+def test_an_allowed_clean_election_loss_names_every_setting_that_allows_it(tmp_path):
+    b, ack_ms = lost_after(Builder())
+    events = [election(ack_ms + 50, unclean=False)]
+    result = ElectionChecker().check({**KAFKA_4_1, **config_of(True, min_isr=1)}, b.ops,
+                                     {"event_logs": [_log(tmp_path, events)]})
+    assert result.stats["allowed-because"] == {"clean-election-loss": because(
+        "clean-election-loss", "min.insync.replicas=1", "unclean.leader.election.enable=true")}

@@ -447,3 +447,13 @@ def test_allowed_loss_and_faults_that_never_took_effect_have_their_own_banner_an
     assert "INCONCLUSIVE" in text_of(page) and "never: kill-coordinator" in text_of(page)
     index = index_store(store).read_text()
     assert '<span class="verdict-inconclusive">inconclusive</span>' in index
+
+
+def test_an_election_from_the_eligible_leader_replicas_is_shown_clean_and_named_so() -> None:
+    from reports.report import _election_text
+
+    election = {"time": 2_000, "topic": "kchaos", "partition": 1, "old_leader": 1,
+                "new_leader": 2, "leader_epoch": 4, "isr": [], "unclean": False, "elr": True}
+    text = text_of(str(_election_text(election, 1_000)))
+    assert "clean election from the eligible leader replicas +1.000 s:" in " ".join(text.split())
+    assert "unclean" not in text
