@@ -6,7 +6,7 @@ export SPARK_LOCAL_IP := 127.0.0.1
 
 # `make docs` builds the documentation into build/site/ (git-ignored); a dead link, a
 # missing anchor or a page left out of mkdocs.yml's nav fails the build.
-.PHONY: bootstrap run test test-unit test-long test-clients test-all test-fresh docs typecheck \
+.PHONY: bootstrap run test test-unit test-long test-clients test-kraft test-all test-fresh docs typecheck \
 	coverage-html test-docker lint bench nightly-smoke vagrant-bootstrap vagrant-box test-vagrant
 
 bootstrap:
@@ -17,11 +17,11 @@ run: bootstrap
 
 # After the bootstrap every need of a test is met: a test that would skip for a missing tool
 # fails instead (tests/support/requirements.py).
-test test-unit test-long test-clients: export KCHAOS_REQUIRE_ALL := 1
+test test-unit test-long test-clients test-kraft: export KCHAOS_REQUIRE_ALL := 1
 
 # The fast tier on a test process per core, then the cluster and Spark tests one at a time (they
 # share a ZooKeeper and the machine's namespaces) at smoke depth: the tests marked `long` or
-# `clients` run in test-long and test-clients. Coverage of the six packages in the pytest
+# `clients` run in test-long and test-clients, those marked `kraft` in test-kraft. Coverage of the six packages in the pytest
 # processes (brokers and Spark workers that the tests start as processes of their own are not
 # measured): the total and the ten least-covered modules.
 test: bootstrap
@@ -29,7 +29,7 @@ test: bootstrap
 	$(VENV)/bin/mypy
 	$(VENV)/bin/mkdocs build --strict --quiet --site-dir build/site
 	$(PY) -m pytest -q -n 2 -m "not cluster and not spark" --cov --cov-report=
-	$(PY) -m pytest -q -m "(cluster or spark) and not long and not clients" --cov --cov-append \
+	$(PY) -m pytest -q -m "(cluster or spark) and not long and not clients and not kraft" --cov --cov-append \
 		--cov-report= --durations=20
 	@mkdir -p build && $(PY) -m coverage report > build/coverage.txt
 	@echo "least-covered modules (all of them: build/coverage.txt, make coverage-html):"
@@ -58,8 +58,13 @@ test-long: bootstrap
 test-clients: bootstrap
 	$(PY) -m pytest -q -m clients --durations=10
 
+# Apache Kafka in KRaft mode: clusters with combined and dedicated controllers, the quorum
+# faults (make test runs a KRaft smoke).
+test-kraft: bootstrap
+	$(PY) -m pytest -q -m kraft --durations=10
+
 # Every test of the repository on this machine (test-vagrant needs KVM: make vagrant-bootstrap).
-test-all: test test-long test-clients test-docker test-vagrant
+test-all: test test-long test-clients test-kraft test-docker test-vagrant
 
 # The bootstrap and test-unit plus a short run in a clean Debian 12 container.
 test-fresh: bootstrap

@@ -31,8 +31,15 @@ from harness.config import ConfigError, TestConfig
 from harness.db.part import DB, DBContext
 from harness.db.registry import DBS
 from harness.scenarios import SCENARIOS
+from nemesis.capabilities import Offer
 from nemesis.consumers import DEFAULT_SESSION_TIMEOUT
-from nemesis.package import Package, Schedule, check_applicable, package
+from nemesis.package import (
+    BROKER_SESSION_TIMEOUT,
+    Package,
+    Schedule,
+    check_applicable,
+    package,
+)
 from workloads.core.part import Workload, WorkloadContext, WorkloadKind
 from workloads.registry import WORKLOADS
 
@@ -98,8 +105,9 @@ def build_test(config: TestConfig) -> Test:
         db = DBS[run.db].build(config.db, DBContext(run.nodes, config.backend))
         checker = composed(checker_names(run.checker) if run.checker
                            else (*kind.checkers_for(config.workload), FAULTS_CHECKER))
-        nemesis = _nemesis(config, seed)
-        check_applicable(nemesis.faults, db.offer())
+        offer = db.offer()
+        nemesis = _nemesis(config, seed, offer)
+        check_applicable(nemesis.faults, offer)
     except ValueError as error:
         raise ConfigError(str(error)) from error
     return Test(
@@ -122,11 +130,14 @@ def _as_run(sections: dict[str, Any], seed: int, staged: Package | None) -> dict
     return recorded
 
 
-def _nemesis(config: TestConfig, seed: int) -> Package:
+def _nemesis(config: TestConfig, seed: int, offer: Offer) -> Package:
     scenario = SCENARIOS.get(config.run.scenario or "")
     if scenario is None:
+        broker_session_ms = getattr(config.db, "broker_config", {}).get(
+            "broker.session.timeout.ms", BROKER_SESSION_TIMEOUT * 1000)
         return package(config.nemesis.nemesis, seed, config.run.time_limit,
-                       config.nemesis.nemesis_interval, _session_timeout(config.workload))
+                       config.nemesis.nemesis_interval, _session_timeout(config.workload),
+                       int(broker_session_ms) / 1000, offer)
     staged = package(scenario.faults, seed, config.run.time_limit)
     return replace(staged, generator=Schedule(scenario.schedule(
         getattr(config.db, "broker_config", {}))))

@@ -13,10 +13,13 @@ fault and what to do (`refusal`).
     HasLeaders         partition leaders, leader epochs and ISRs now (`Snapshot`)
     HasCoordinator     the node coordinating a consumer group or transactional id
     HasZooKeeper       a ZooKeeper ensemble: its nodes, a member's mode, registrations
+    HasQuorum          a metadata quorum of its own (KRaft): its voters, the active one
+    HasDedicatedQuorum   that quorum on controller nodes apart from the brokers
     VMControl          nodes that are whole machines: power off and on, freeze, thaw
     LosesUnflushed     brokers that lose what they had not fsynced when killed
 
-A service is "broker" or, on a db with ZooKeeper, "zookeeper". This module imports
+A service is "broker", on a db with ZooKeeper "zookeeper", and on one with dedicated
+controllers "controller". This module imports
 nothing else of the project: the dbs (`harness.db`) implement it.
 """
 
@@ -30,7 +33,9 @@ __all__ = [
     "NAMES",
     "HasController",
     "HasCoordinator",
+    "HasDedicatedQuorum",
     "HasLeaders",
+    "HasQuorum",
     "HasZooKeeper",
     "Killable",
     "LosesUnflushed",
@@ -41,6 +46,7 @@ __all__ = [
     "Pausable",
     "Snapshot",
     "VMControl",
+    "dedicated_controllers",
     "refusal",
     "require",
     "zookeepers",
@@ -176,6 +182,29 @@ class HasZooKeeper(Nodes, Protocol):
 
 
 @runtime_checkable
+class HasQuorum(Nodes, Protocol):
+    """A metadata quorum of its own (KRaft) in place of ZooKeeper: its voters' nodes, the
+    dedicated controllers among them (none: the brokers are their own controllers), the
+    service the voters run, and the active controller (`controller()`)."""
+
+    @property
+    def voters(self) -> tuple[str, ...]: ...
+    @property
+    def controllers(self) -> tuple[str, ...]: ...
+    @property
+    def quorum_service(self) -> str: ...
+
+    def controller(self) -> str | None:
+        """The active controller's node now; None when there is none or it cannot be read."""
+
+
+@runtime_checkable
+class HasDedicatedQuorum(HasQuorum, Protocol):
+    """A metadata quorum on controller nodes apart from the brokers, so that faults can
+    take it away from brokers that keep running; a declaration, no methods beyond."""
+
+
+@runtime_checkable
 class VMControl(Nodes, Protocol):
     """Nodes that are whole machines."""
 
@@ -202,6 +231,8 @@ NAMES: dict[type, str] = {
     HasLeaders: "partition leaders",
     HasCoordinator: "group and transaction coordinators",
     HasZooKeeper: "ZooKeeper",
+    HasQuorum: "a metadata quorum of its own (KRaft)",
+    HasDedicatedQuorum: "dedicated controllers (a quorum apart from the brokers)",
     VMControl: "VM control",
     LosesUnflushed: "brokers that lose their unflushed data when killed",
 }
@@ -242,3 +273,8 @@ def require(cluster: object, capability: type[Capability]) -> Capability:
 def zookeepers(cluster: object) -> tuple[str, ...]:
     """The ZooKeeper nodes of a db that has ZooKeeper; none otherwise."""
     return cluster.zookeepers if isinstance(cluster, HasZooKeeper) else ()
+
+
+def dedicated_controllers(cluster: object) -> tuple[str, ...]:
+    """The dedicated controller nodes of a db with a metadata quorum; none otherwise."""
+    return cluster.controllers if isinstance(cluster, HasQuorum) else ()

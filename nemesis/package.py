@@ -25,6 +25,9 @@ cluster to react. Each fault names what it needs of the db (`Fault.needs`, proto
 `nemesis.capabilities`): `check_applicable` refuses, before the run, a fault the db's
 `Offer` lacks (`crash-lose-unflushed` needs brokers that lose their unflushed data,
 `crash-vm` machines), and the `all` group leaves out the faults that need such extras.
+A group stands for those of its faults the db can serve (`package(..., offer=...)`):
+`partition` on a KRaft cluster leaves out `isolate-zookeeper`, `all` on ZooKeeper leaves
+out the quorum faults (`partition-quorum`, `fence-broker`, `kill-quorum-majority`).
 """
 
 from __future__ import annotations
@@ -38,7 +41,9 @@ from nemesis.base import BaseNemesis, Nemesis, completed
 from nemesis.capabilities import (
     HasController,
     HasCoordinator,
+    HasDedicatedQuorum,
     HasLeaders,
+    HasQuorum,
     HasZooKeeper,
     Killable,
     LosesUnflushed,
@@ -47,6 +52,7 @@ from nemesis.capabilities import (
     PartitionableNetwork,
     Pausable,
     VMControl,
+    dedicated_controllers,
     refusal,
     zookeepers,
 )
@@ -71,6 +77,7 @@ from nemesis.targeted import TargetedNemesis
 from nemesis.vm import VMNemesis
 
 __all__ = [
+    "BROKER_SESSION_TIMEOUT",
     "FAULTS",
     "GROUPS",
     "Composed",
@@ -168,6 +175,10 @@ class Fault:
 ROUND_SHARE = 0.9
 # Capabilities a db may well lack whichever faults it serves: `all` leaves out their faults.
 EXTRAS = frozenset({LosesUnflushed, VMControl})
+# Kafka's default broker.session.timeout.ms (seconds), and how much longer `fence-broker`
+# holds its cut than the session, so that the controller fences the broker.
+BROKER_SESSION_TIMEOUT = 9.0
+FENCE_MARGIN = 3.0
 
 _PARTITION = {"partition-one": "one", "partition-halves": "halves", "partition-ring": "ring",
               "partition-bridge": "bridge", "isolate-controller": "controller",
@@ -198,6 +209,12 @@ FAULTS: dict[str, Fault] = {
                              "resume-zookeeper", (Pausable, HasZooKeeper)),
     "expire-session": Fault(_expire_session, "expire-session", ("one", "controller"), None,
                             (PartitionableNetwork, HasZooKeeper, HasController)),
+    "partition-quorum": Fault(_partition, "start-partition", ("quorum",), "stop-partition",
+                              (PartitionableNetwork, HasQuorum)),
+    "fence-broker": Fault(_partition, "start-partition", ("fence-broker",), "stop-partition",
+                          (PartitionableNetwork, HasDedicatedQuorum)),
+    "kill-quorum-majority": Fault(_kill, "kill", ("quorum-majority",), "start",
+                                  (Killable, HasDedicatedQuorum)),
     "pause-consumers": Fault(_pause_consumers, "start-pause-consumers", ("one", "some"),
                              "stop-pause-consumers"),
     "add-partitions": Fault(_add_partitions, "add-partitions", (1, 2)),
@@ -226,6 +243,7 @@ GROUPS: dict[str, tuple[str, ...]] = {
     "partition": tuple(_PARTITION),
     "targeted": ("shrink-isr-kill-leader", "shrink-isr-isolate-leader", "kill-new-leader",
                  "strand-follower", "depose-coordinator"),
+    "quorum": ("partition-quorum", "fence-broker", "kill-quorum-majority"),
     "all": tuple(name for name, fault in FAULTS.items() if not EXTRAS & set(fault.needs)),
 }
 
@@ -239,16 +257,18 @@ def check_applicable(names: Iterable[str], offer: Offer) -> None:
             raise ValueError(refused)
 
 
-def asked(names: str | Iterable[str]) -> list[tuple[str, ...]]:
+def asked(names: str | Iterable[str], offer: Offer | None = None) -> list[tuple[str, ...]]:
     """What `a,b,...` or a list asks for, one entry per fault or group named: its faults
-    (a group's all), order kept, a fault asked twice only in its first entry, "none" and
-    empty entries dropped; ValueError naming an unknown name."""
+    (a group's all, or with `offer` those the db can serve), order kept, a fault asked
+    twice only in its first entry, "none" and empty entries dropped; ValueError naming an
+    unknown name."""
     items = names.split(",") if isinstance(names, str) else list(names)
     seen: set[str] = set()
     result: list[tuple[str, ...]] = []
     for name in (item.strip() for item in items if item.strip()):
         if name in GROUPS:
-            members = GROUPS[name]
+            members = tuple(member for member in GROUPS[name] if offer is None
+                            or refusal(member, FAULTS[member].needs, offer) is None)
         elif name in FAULTS:
             members = (name,)
         elif name == "none":
@@ -281,7 +301,9 @@ class HealNemesis(BaseNemesis):
         if isinstance(cluster, PartitionableNetwork):
             self.firewall.heal(cluster)
         started = []
-        for service, nodes in (("zookeeper", zookeepers(cluster)), ("broker", cluster.brokers)):
+        for service, nodes in (("zookeeper", zookeepers(cluster)),
+                               ("controller", dedicated_controllers(cluster)),
+                               ("broker", cluster.brokers)):
             for node in nodes:
                 if isinstance(cluster, Pausable):
                     cluster.resume(node, service)
@@ -525,16 +547,15 @@ def schedule_need(entries: Sequence[Sequence[str]], interval: float,
                               default=0.0) for entry in entries)
 
 
-def schedule_note(names: str | Iterable[str], time_limit: float, interval: float,
+def schedule_note(entries: Sequence[Sequence[str]], time_limit: float, interval: float,
                   holds: Mapping[str, float]) -> str | None:
-    """None when the asked faults fit the time limit at `interval`; else what `package`
-    does about it (shortens the first round), in the options' words. ValueError when their
-    minimum holds alone do not fit."""
-    entries = asked(names)
+    """None when the asked faults (`asked`'s entries) fit the time limit at `interval`;
+    else what `package` does about it (shortens the first round), in the options' words.
+    ValueError when their minimum holds alone do not fit."""
     held = schedule_need(entries, 0.0, holds)
     if entries and held >= ROUND_SHARE * time_limit:
         longest = ", ".join(f"{name} {seconds:g} s" for name, seconds in holds.items()
-                            if name in expand(names))
+                            if any(name in entry for entry in entries))
         raise ValueError(f"--nemesis: the asked faults hold for at least {held:g} s "
                          f"({longest}), which does not fit --time-limit {time_limit:g} s; "
                          f"raise --time-limit above {held / ROUND_SHARE:.0f} s")
@@ -554,11 +575,15 @@ def schedule_note(names: str | Iterable[str], time_limit: float, interval: float
 
 def package(names: str | Iterable[str], seed: int = 0, time_limit: float = 60.0,
             interval: float = 10.0,
-            consumer_session_timeout: float = DEFAULT_SESSION_TIMEOUT) -> Package:
-    """The faults `names` says, scheduled from `seed`; `consumer_session_timeout` (seconds)
-    is the workload's group session timeout, which `pause-consumers` outlasts. ValueError
+            consumer_session_timeout: float = DEFAULT_SESSION_TIMEOUT,
+            broker_session_timeout: float = BROKER_SESSION_TIMEOUT,
+            offer: Offer | None = None) -> Package:
+    """The faults `names` says, scheduled from `seed`; a group named stands for those of
+    its faults `offer` can serve. `consumer_session_timeout` (seconds) is the workload's
+    group session timeout, which `pause-consumers` outlasts; `broker_session_timeout` the
+    brokers' session with a KRaft controller, which `fence-broker` outlasts. ValueError
     when the faults' minimum holds do not fit `time_limit`."""
-    entries = asked(names)
+    entries = asked(names, offer)
     faults = [name for entry in entries for name in entry]
     rng = random.Random(seed)
     firewall = Firewall()
@@ -570,9 +595,10 @@ def package(names: str | Iterable[str], seed: int = 0, time_limit: float = 60.0,
     final = tuple(_op(f) for f in stops) + (_op("heal"),)
     perf = tuple({"name": name, "start": FAULTS[name].start, "stop": FAULTS[name].stop}
                  for name in faults)
-    holds = {name: consumers.session_timeout + PAUSE_MARGIN
-             for name in faults if name == "pause-consumers"}
-    note = schedule_note(names, time_limit, interval, holds)
+    minimum = {"pause-consumers": consumers.session_timeout + PAUSE_MARGIN,
+               "fence-broker": broker_session_timeout + FENCE_MARGIN}
+    holds = {name: minimum[name] for name in faults if name in minimum}
+    note = schedule_note(entries, time_limit, interval, holds)
     steps = schedule_steps(entries, seed, time_limit, interval, holds)
     return Package(nemesis, Staggered(steps, _ns(time_limit)), Schedule(final), perf,
                    tuple(faults), consumers, note)

@@ -13,6 +13,14 @@ ZooKeeper: the 2013 Kafka scenario), `leader` (a partition's leader, of a topic 
 `__*` unless given, from every node, ZooKeeper included), `coordinator` (isolate the
 broker coordinating one of the run's consumer groups; the value names the group:
 `{"group": g, "n2": [...], ...}`; a logged no-op without groups).
+
+On a KRaft cluster: `quorum` (the metadata quorum's voters split into a majority and a
+minority, the active controller on the minority side and on the majority side in turn;
+links to nodes outside the quorum stay open) and `fence-broker` (a broker, the leader of a
+partition when one is known, cut off from the dedicated controllers only: clients and
+other brokers still reach it, and the controllers fence it once its session times out).
+Both come back with what they did: `{"active": ..., "active_side": "minority",
+"majority": [...], "minority": [...], ...grudge}` and `{"broker": ..., ...grudge}`.
 """
 
 from __future__ import annotations
@@ -27,7 +35,9 @@ from nemesis.base import BaseNemesis, completed, no_target, skipped
 from nemesis.capabilities import (
     HasController,
     HasCoordinator,
+    HasDedicatedQuorum,
     HasLeaders,
+    HasQuorum,
     HasZooKeeper,
     PartitionableNetwork,
     require,
@@ -38,7 +48,7 @@ from nemesis.targets import coordinator_target, leader_and_followers
 __all__ = ["SHAPES", "Firewall", "PacketLossNemesis", "PartitionNemesis"]
 
 SHAPES = ("one", "halves", "ring", "bridge", "controller", "zookeeper", "leader-from-followers",
-          "leader", "coordinator")
+          "leader", "coordinator", "quorum", "fence-broker")
 
 
 class Firewall:
@@ -93,6 +103,7 @@ class PartitionNemesis(BaseNemesis):
         self.firewall = firewall
         self.rng = rng
         self.consumers = consumers or Consumers()
+        self.quorum_splits = 0
 
     def setup(self, cluster: PartitionableNetwork) -> None:
         self.firewall.clear(cluster, "partition")
@@ -106,6 +117,10 @@ class PartitionNemesis(BaseNemesis):
             return completed(op, "network-healed")
         if op.get("value") == "coordinator":
             return self._isolate_coordinator(cluster, op)
+        if op.get("value") == "quorum":
+            return self._split_quorum(cluster, op)
+        if op.get("value") == "fence-broker":
+            return self._fence_broker(cluster, op)
         grudge = self.grudge(cluster, op.get("value") or "one")
         if not any(grudge.values()):
             return no_target(op)
@@ -123,6 +138,41 @@ class PartitionNemesis(BaseNemesis):
         grudge = grudges.isolate(node, list(cluster.nodes))
         self.firewall.set(cluster, "partition", grudge)
         return completed(op, {**named, **grudges.describe(grudge)})
+
+    def _split_quorum(self, cluster: PartitionableNetwork, op: dict) -> dict:
+        """The voters split into a majority and a minority; the active controller goes to
+        the minority in odd splits (1st, 3rd, ...) and to the majority in even ones."""
+        quorum = require(cluster, HasQuorum)
+        voters = list(quorum.voters)
+        active = quorum.controller()
+        if len(voters) < 2 or active not in voters:
+            return no_target(op)
+        self.quorum_splits += 1
+        side = "minority" if self.quorum_splits % 2 else "majority"
+        others = self.rng.sample([n for n in voters if n != active], len(voters) - 1)
+        minority_size = (len(voters) - 1) // 2 or 1
+        if side == "minority":
+            minority = [active, *others[: minority_size - 1]]
+        else:
+            minority = others[:minority_size]
+        majority = [n for n in voters if n not in minority]
+        grudge = grudges.between(minority, majority)
+        self.firewall.set(cluster, "partition", grudge)
+        return completed(op, {"active": active, "active_side": side,
+                              "majority": sorted(majority), "minority": sorted(minority),
+                              **grudges.describe(grudge)})
+
+    def _fence_broker(self, cluster: PartitionableNetwork, op: dict) -> dict:
+        """A broker, a workload partition's leader when one is known, cut off from every
+        dedicated controller."""
+        controllers = list(require(cluster, HasDedicatedQuorum).controllers)
+        found = (leader_and_followers(cluster, self.rng, internal=False)
+                 if isinstance(cluster, HasLeaders) else None)
+        broker = found[1] if found else self.rng.choice(list(cluster.brokers))
+        grudge = grudges.between([broker], controllers)
+        self.firewall.set(cluster, "partition", grudge)
+        return completed(op, {"broker": broker, "leads": found is not None,
+                              **grudges.describe(grudge)})
 
     def grudge(self, cluster: PartitionableNetwork,
                spec: str | Mapping[str, Any]) -> grudges.Grudge:

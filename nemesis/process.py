@@ -1,12 +1,16 @@
-"""Process faults: kill -9 and start, graceful restart, pause and resume (brokers or
-ZooKeeper), and ZooKeeper session expiry by firewalling a broker off the ensemble.
+"""Process faults: kill -9 and start, graceful restart, pause and resume (brokers,
+dedicated controllers or ZooKeeper), and ZooKeeper session expiry by firewalling a broker
+off the ensemble.
 
-A broker target spec is "one" (a random running broker), "controller", "leader" (of a
-random partition, or `{"target": "leader", "topic": t, "partition": p}`), "all", or a list
-of nodes; `kill` also takes "coordinator" (the broker coordinating one of the run's consumer
-groups; a logged no-op without groups). Ops come back with what was done per node
-(`{"n2": "killed"}`, with `"group"` for a coordinator), "no-target" when the spec resolved
-to nothing, or "not-started" when there was nothing to undo.
+A target spec is "one" (a random running broker), "controller" (the controller: a broker,
+or on a KRaft cluster with dedicated controllers the active controller's node), "leader"
+(of a random partition, or `{"target": "leader", "topic": t, "partition": p}`), "all", or a
+list of nodes; `kill` also takes "coordinator" (the broker coordinating one of the run's
+consumer groups; a logged no-op without groups) and "quorum-majority" (a majority of the
+metadata quorum's voters, the active controller among them). Ops come back with what was
+done per node (`{"n2": "killed"}`, with `"group"` for a coordinator), "no-target" when the
+spec resolved to nothing, or "not-started" when there was nothing to undo. `start` and
+`resume` act on every broker and dedicated controller.
 """
 
 from __future__ import annotations
@@ -22,11 +26,13 @@ from nemesis.capabilities import (
     HasController,
     HasCoordinator,
     HasLeaders,
+    HasQuorum,
     HasZooKeeper,
     Killable,
     Nodes,
     PartitionableNetwork,
     Pausable,
+    dedicated_controllers,
     require,
 )
 from nemesis.consumers import NO_COORDINATED, Consumers
@@ -40,7 +46,10 @@ __all__ = [
     "PauseZooKeeperNemesis",
     "RestartNemesis",
     "resolve_brokers",
+    "resolve_targets",
 ]
+
+Target = tuple[str, str]  # (node, service)
 
 
 def resolve_brokers(cluster: Nodes, spec: Any, rng: random.Random) -> list[str]:
@@ -66,12 +75,51 @@ def resolve_brokers(cluster: Nodes, spec: Any, rng: random.Random) -> list[str]:
     raise ValueError(f"unknown target {target!r}: one, controller, leader, all or nodes")
 
 
+def resolve_targets(cluster: Nodes, spec: Any, rng: random.Random) -> list[Target]:
+    """The (node, service) pairs a target spec means now: the active controller's own
+    service when the db has dedicated controllers, a majority of the quorum's voters for
+    "quorum-majority", brokers otherwise."""
+    target = spec.get("target") if isinstance(spec, dict) else spec
+    dedicated = dedicated_controllers(cluster)
+    if target == "quorum-majority":
+        return _quorum_majority(require(cluster, HasQuorum), rng)
+    if target == "controller" and dedicated:
+        node = require(cluster, HasQuorum).controller()
+        return [(node, "controller")] if node in _running(cluster, dedicated, "controller") \
+            else []
+    return [(node, "broker") for node in resolve_brokers(cluster, spec, rng)]
+
+
+def _quorum_majority(quorum: HasQuorum, rng: random.Random) -> list[Target]:
+    """A random majority of the running voters, the active controller first."""
+    voters = list(_running(quorum, quorum.voters, quorum.quorum_service))
+    active = quorum.controller()
+    if active not in voters:
+        return []
+    others = [node for node in voters if node != active]
+    size = len(quorum.voters) // 2 + 1
+    chosen = [active, *rng.sample(others, min(size - 1, len(others)))]
+    return [(node, quorum.quorum_service) for node in chosen]
+
+
+def _running(cluster: Nodes, nodes: Sequence[str], service: str) -> list[str]:
+    return [node for node in nodes
+            if not isinstance(cluster, Killable) or cluster.running(node, service)]
+
+
+def _members(cluster: Nodes) -> list[Target]:
+    """Every broker and dedicated controller."""
+    return [*((node, "broker") for node in cluster.brokers),
+            *((node, "controller") for node in dedicated_controllers(cluster))]
+
+
 def _done(op: dict, results: dict[str, str], empty: str = "no-target") -> dict:
     return completed(op, results or empty)
 
 
 class KillNemesis(BaseNemesis):
-    """`kill` (kill -9 the targets) and `start` (start every broker that is not running)."""
+    """`kill` (kill -9 the targets) and `start` (start every broker and dedicated
+    controller that is not running)."""
 
     fs = frozenset({"kill", "start"})
 
@@ -81,12 +129,13 @@ class KillNemesis(BaseNemesis):
 
     def invoke(self, cluster: Killable, op: dict) -> dict:
         if op["f"] == "start":
-            started = {n: "started" for n in cluster.brokers if cluster.start(n)}
+            started = {n: "started" for n, service in _members(cluster)
+                       if cluster.start(n, service)}
             return _done(op, started, "not-started")
         if op.get("value") == "coordinator":
             return self._kill_coordinator(cluster, op)
-        targets = resolve_brokers(cluster, op.get("value"), self.rng)
-        return _done(op, {n: "killed" for n in targets if cluster.kill(n)})
+        targets = resolve_targets(cluster, op.get("value"), self.rng)
+        return _done(op, {n: "killed" for n, service in targets if cluster.kill(n, service)})
 
     def _kill_coordinator(self, cluster: Killable, op: dict) -> dict:
         keys = self.consumers.coordinated()
@@ -109,23 +158,22 @@ class RestartNemesis(BaseNemesis):
 
     def invoke(self, cluster: Killable, op: dict) -> dict:
         results = {}
-        for node in resolve_brokers(cluster, op.get("value"), self.rng):
-            if cluster.stop(node):
-                cluster.start(node)
+        for node, service in resolve_targets(cluster, op.get("value"), self.rng):
+            if cluster.stop(node, service):
+                cluster.start(node, service)
                 results[node] = "restarted"
         return _done(op, results)
 
 
 class _Pauser(BaseNemesis):
-    """SIGSTOP the targets of one service; the resume op SIGCONTs every member of it."""
+    """SIGSTOP the targets; the resume op SIGCONTs every member."""
 
-    service: str
     pause_f: str
     resume_f: str
 
     def __init__(self, rng: random.Random) -> None:
         self.rng = rng
-        self.paused: set[str] = set()
+        self.paused: set[Target] = set()
         self.fs = frozenset({self.pause_f, self.resume_f})
 
     def teardown(self, cluster: Pausable) -> None:
@@ -133,46 +181,50 @@ class _Pauser(BaseNemesis):
 
     def invoke(self, cluster: Pausable, op: dict) -> dict:
         if op["f"] == self.resume_f:
-            resumed = {n: "resumed" for n in sorted(self.paused)
-                       if cluster.resume(n, self.service)}
-            for node in self.members(cluster):
-                cluster.resume(node, self.service)
+            resumed = {n: "resumed" for n, service in sorted(self.paused)
+                       if cluster.resume(n, service)}
+            for node, service in self.members(cluster):
+                cluster.resume(node, service)
             self.paused.clear()
             return _done(op, resumed, "not-started")
-        paused = [n for n in self.targets(cluster, op.get("value"))
-                  if cluster.pause(n, self.service)]
+        paused = [(n, service) for n, service in self.targets(cluster, op.get("value"))
+                  if cluster.pause(n, service)]
         self.paused.update(paused)
-        return _done(op, {n: "paused" for n in paused})
+        return _done(op, {n: "paused" for n, _ in paused})
 
-    def members(self, cluster: Pausable) -> Sequence[str]:
+    def members(self, cluster: Pausable) -> Sequence[Target]:
         raise NotImplementedError
 
-    def targets(self, cluster: Pausable, spec: Any) -> list[str]:
+    def targets(self, cluster: Pausable, spec: Any) -> list[Target]:
         raise NotImplementedError
 
 
 class PauseNemesis(_Pauser):
-    """`pause` (SIGSTOP the target brokers) and `resume` (SIGCONT every broker)."""
+    """`pause` (SIGSTOP the targets) and `resume` (SIGCONT every broker and dedicated
+    controller)."""
 
-    service, pause_f, resume_f = "broker", "pause", "resume"
+    pause_f, resume_f = "pause", "resume"
 
-    def members(self, cluster: Pausable) -> Sequence[str]:
-        return cluster.brokers
+    def members(self, cluster: Pausable) -> Sequence[Target]:
+        return _members(cluster)
 
-    def targets(self, cluster: Pausable, spec: Any) -> list[str]:
-        return resolve_brokers(cluster, spec, self.rng)
+    def targets(self, cluster: Pausable, spec: Any) -> list[Target]:
+        return resolve_targets(cluster, spec, self.rng)
 
 
 class PauseZooKeeperNemesis(_Pauser):
     """`pause-zookeeper` with value "leader" (the ensemble leader now, the default),
     "majority" (a random majority) or "one"; `resume-zookeeper` continues every member."""
 
-    service, pause_f, resume_f = "zookeeper", "pause-zookeeper", "resume-zookeeper"
+    pause_f, resume_f = "pause-zookeeper", "resume-zookeeper"
 
-    def members(self, cluster: Pausable) -> Sequence[str]:
-        return require(cluster, HasZooKeeper).zookeepers
+    def members(self, cluster: Pausable) -> Sequence[Target]:
+        return [(node, "zookeeper") for node in require(cluster, HasZooKeeper).zookeepers]
 
-    def targets(self, cluster: Pausable, spec: Any) -> list[str]:
+    def targets(self, cluster: Pausable, spec: Any) -> list[Target]:
+        return [(node, "zookeeper") for node in self._nodes(cluster, spec)]
+
+    def _nodes(self, cluster: Pausable, spec: Any) -> list[str]:
         ensemble = require(cluster, HasZooKeeper)
         members = list(ensemble.zookeepers)
         if spec in (None, "leader"):

@@ -128,10 +128,11 @@ def _up(args: argparse.Namespace) -> int:
         else:
             quorum = _quorum_status(cluster)
             controller = quorum["controller"]
-            voters = ", ".join(str(voter["id"]) for voter in quorum["quorum"]["voters"])
+            voters = ", ".join(f"{voter['id']} on {voter['node']}"
+                               for voter in quorum["quorum"]["voters"])
             print(f"metadata quorum (KRaft): voters {voters}; active controller "
-                  + (f"{controller['broker_id']}, epoch {controller['epoch']}"
-                     if controller else "none"))
+                  + (f"{controller['id']} on {controller['node']}, epoch "
+                     f"{controller['epoch']}" if controller else "none"))
         for node in info["nodes"]:
             pids = " ".join(f"{service}={pid}" for service, pid in node["pids"].items())
             print(f"  {node['name']:<4} {node['address']:<15} {node['role']:<16} {pids}")
@@ -195,7 +196,7 @@ def _status(args: argparse.Namespace) -> int:
     print(f"cluster {status['prefix']}  bootstrap servers: {status['bootstrap_servers']}")
     if "quorum" in status:
         print("metadata quorum (KRaft): active controller "
-              + (f"{controller['broker_id']}, epoch {controller['epoch']}"
+              + (f"{controller['id']} on {controller['node']}, epoch {controller['epoch']}"
                  if controller else "none"))
         described = status.get("described")
         lags = {r["id"]: r for r in described["voters"]} if described else {}
@@ -273,8 +274,8 @@ def _quorum_status(cluster: Cluster) -> dict:
     epoch) and as DescribeQuorum describes it (high watermark, each voter's lag, observers,
     fenced brokers), and which brokers a running broker's Metadata lists (registered and
     unfenced)."""
-    voters = cluster.broker_set.voter_states()
-    quorum = cluster.broker_set.quorum()
+    voters = cluster.voter_states()
+    quorum = cluster.quorum()
     listed: set[int] = set()
     error = None
     for node in cluster.brokers:
@@ -289,12 +290,13 @@ def _quorum_status(cluster: Cluster) -> dict:
         "prefix": cluster.prefix,
         "bootstrap_servers": cluster.bootstrap_servers,
         "metadata": "kraft",
-        "controller": ({"broker_id": quorum[0], "epoch": quorum[1]} if quorum else None),
-        "quorum": {"voters": [{"id": cluster.broker_id(node), "node": node,
+        "controller": ({"id": quorum[0], "node": cluster.voter_node(quorum[0]),
+                        "epoch": quorum[1]} if quorum else None),
+        "quorum": {"voters": [{"id": cluster.voter_id(node), "node": node,
                                "alive": node in voters,
                                "leader_id": state.leader_id if state else None,
                                "leader_epoch": state.leader_epoch if state else None}
-                              for node in cluster.brokers
+                              for node in cluster.voters
                               for state in [voters.get(node)]]},
         "brokers": [{"id": cluster.broker_id(n), "node": n,
                      "address": cluster.remote.address(n), "alive": cluster.running(n),

@@ -31,12 +31,15 @@ from harness.db.files import ServiceExited, last_error_line, put_text
 from harness.db.processes import ServiceProcesses
 from nemesis.capabilities import PartitionState
 
-__all__ = ["BrokerLauncher", "BrokerSet", "KchaosBroker", "QuorumState", "chaos_defaults",
-           "exchange", "metadata", "partitions_metadata", "server_properties"]
+__all__ = ["CONTROLLER_ID_BASE", "BrokerLauncher", "BrokerSet", "KchaosBroker", "QuorumState",
+           "chaos_defaults", "exchange", "metadata", "partitions_metadata",
+           "server_properties"]
 
 CLIENT_PORT = 9092
 LEADER_NOT_AVAILABLE = 5  # a partition's error while it has no leader
 CONTROL_PORT = 9093
+# Node ids of dedicated controllers: c<i> is CONTROLLER_ID_BASE + i (brokers are 1 to 99).
+CONTROLLER_ID_BASE = 100
 ZK_CALL_TIMEOUT = 3.0
 
 
@@ -99,8 +102,13 @@ class BrokerLauncher(Protocol):
     def quorum_state(self, remote: Remote, node: str, directory: str) -> QuorumState | None:
         """The metadata quorum as the node's voter sees it; None without a quorum."""
 
-    def prepare(self, remote: Remote, nodes: Sequence[str], workdir: str) -> BrokerLauncher:
-        """This launcher made ready for `remote`'s nodes (software present, paths known)."""
+    def prepare(self, remote: Remote, nodes: Sequence[str], workdir: str,
+                controllers: Sequence[str] = ()) -> BrokerLauncher:
+        """This launcher made ready for `remote`'s broker `nodes` and dedicated
+        `controllers` (software present, paths known, the quorum's voters named)."""
+
+    def for_controllers(self) -> BrokerLauncher:
+        """The launcher of the dedicated controllers; ValueError when there are none."""
 
     def configuration(self, broker_id: int, address: str, zookeeper_connect: str,
                       directory: str, cluster_size: int,
@@ -129,8 +137,13 @@ class KchaosBroker:
     def quorum_state(self, remote: Remote, node: str, directory: str) -> QuorumState | None:
         return None
 
-    def prepare(self, remote: Remote, nodes: Sequence[str], workdir: str) -> KchaosBroker:
+    def prepare(self, remote: Remote, nodes: Sequence[str], workdir: str,
+                controllers: Sequence[str] = ()) -> KchaosBroker:
         return replace(self, python=getattr(remote, "python", sys.executable))
+
+    def for_controllers(self) -> KchaosBroker:
+        raise ValueError("our broker has no dedicated controllers: its controller is the "
+                         "broker elected in ZooKeeper")
 
     def configuration(self, broker_id: int, address: str, zookeeper_connect: str,
                       directory: str, cluster_size: int,

@@ -1,11 +1,14 @@
 """A whole cluster on any backend: ZooKeeper ensemble + brokers, up, status, down. Brokers
 that use no ZooKeeper (Kafka in KRaft mode) get no ensemble: their controller is the
-metadata quorum's leader, their leaders and ISRs are what a broker's Metadata says.
+metadata quorum's leader, their leaders and ISRs are what a broker's Metadata says. Their
+quorum's voters are the brokers themselves (combined) or dedicated controllers
+(`controllers`, nodes `c1..cN`, `harness.db.controllers`).
 
 `Cluster.up(spec)` provisions nodes with the spec's backend (`harness.control.backends`;
 locally brokers `n1..nN` and ZooKeepers `z1..zM`, or ZooKeeper co-located on the first
 brokers; on ssh and vagrant the inventory's hosts by role), starts the ensemble members in
-parallel, then the brokers, and returns once the cluster is healthy.
+parallel (or the dedicated controllers, until they elect a leader), then the brokers, and
+returns once the cluster is healthy.
 
 Beside the backend's record, the run's state directory `<state root>/<prefix>` holds
 `cluster.json` (roles, pids, the work directory `<base_dir>/<prefix>` on the nodes),
@@ -13,8 +16,8 @@ rewritten whenever a process starts, so `down()` in another process, even after 
 harness was SIGKILLed, removes everything.
 
 A running `Cluster` implements the capabilities faults ask of a db
-(`nemesis.capabilities`): `Nodes`, `Killable` and `Pausable` (a `service` of "broker" or
-"zookeeper"), `PartitionableNetwork`, `HasController` and `HasLeaders` (read from
+(`nemesis.capabilities`): `Nodes`, `Killable` and `Pausable` (a `service` of "broker",
+"zookeeper" or "controller"), `PartitionableNetwork`, `HasController` and `HasLeaders` (read from
 ZooKeeper, `harness.db.znodes`), `HasCoordinator`, `HasZooKeeper`, and `VMControl` when
 its nodes are machines (`harness.control.vagrant`).
 """
@@ -42,8 +45,10 @@ from harness.db.brokers import (
     BrokerLauncher,
     BrokerSet,
     KchaosBroker,
+    QuorumState,
     partitions_metadata,
 )
+from harness.db.controllers import ControllerSet
 from harness.db.coordinator import (
     KINDS,
     find_coordinator,
@@ -60,7 +65,8 @@ __all__ = ["Cluster", "ClusterSpec", "down", "recorded_clusters", "start_reaper"
 
 CLUSTER_FILE = "cluster.json"
 log = logging.getLogger(__name__)
-SERVICES = ("broker", "zookeeper")
+SERVICES = ("broker", "zookeeper", "controller")
+MAX_CONTROLLERS = 9
 
 
 @dataclass(frozen=True)
@@ -68,8 +74,10 @@ class ClusterSpec:
     """What to bring up. `options` are the backend's: ssh `inventory` (a path),
     `accept_new_host_keys`, `install` (packages and kchaos, default true); vagrant
     `vagrant_dir` and the same; docker `base_url`, `image`. With ssh and vagrant the
-    first `brokers` broker hosts and `zookeepers` ZooKeeper hosts of the inventory run.
-    `launcher` says which broker runs: ours by default, or Apache Kafka."""
+    first `brokers` broker hosts and `zookeepers` ZooKeeper hosts of the inventory run
+    (and `controllers` controller hosts). `launcher` says which broker runs: ours by
+    default, or Apache Kafka; `controllers` dedicated controllers run beside brokers that
+    use no ZooKeeper (none: the brokers are their own controllers)."""
 
     brokers: int = 5
     zookeepers: int = 3
@@ -80,8 +88,15 @@ class ClusterSpec:
     backend: str = "local"
     options: Mapping[str, Any] = field(default_factory=dict)
     launcher: BrokerLauncher = field(default_factory=KchaosBroker)
+    controllers: int = 0
 
     def __post_init__(self) -> None:
+        if self.controllers and self.launcher.uses_zookeeper:
+            raise ValueError(f"{self.launcher.kind} brokers with ZooKeeper take no dedicated "
+                             f"controllers, got {self.controllers}")
+        if not 0 <= self.controllers <= MAX_CONTROLLERS:
+            raise ValueError(f"need 0 to {MAX_CONTROLLERS} dedicated controllers, "
+                             f"got {self.controllers}")
         if not self.launcher.uses_zookeeper:
             if self.zookeepers != 0:
                 raise ValueError(f"{self.launcher.kind} brokers without ZooKeeper take no "
@@ -107,34 +122,42 @@ class ClusterSpec:
         return tuple(f"z{i}" for i in range(1, self.zookeepers + 1))
 
     @property
+    def controller_nodes(self) -> tuple[str, ...]:
+        return tuple(f"c{i}" for i in range(1, self.controllers + 1))
+
+    @property
     def nodes(self) -> tuple[str, ...]:
-        return tuple(dict.fromkeys(self.broker_nodes + self.zookeeper_nodes))
+        return tuple(dict.fromkeys(self.broker_nodes + self.zookeeper_nodes
+                                   + self.controller_nodes))
 
     def to_json(self) -> dict:
         return {"brokers": self.brokers, "zookeepers": self.zookeepers,
                 "colocate": self.colocate, "broker_config": dict(self.broker_config),
                 "zookeeper": asdict(self.zookeeper), "base_dir": self.base_dir,
                 "backend": self.backend, "options": dict(self.options),
-                "launcher": self.launcher.to_json()}
+                "launcher": self.launcher.to_json(), "controllers": self.controllers}
 
     @classmethod
     def from_json(cls, data: Mapping) -> ClusterSpec:
         return cls(data["brokers"], data["zookeepers"], data["colocate"],
                    dict(data["broker_config"]), ZooKeeperSettings(**data["zookeeper"]),
                    data["base_dir"], data.get("backend", "local"), dict(data.get("options", {})),
-                   launcher_from_json(data.get("launcher", {"kind": "kchaos"})))
+                   launcher_from_json(data.get("launcher", {"kind": "kchaos"})),
+                   data.get("controllers", 0))
 
 
 class Cluster:
     """A running cluster; a context manager whose exit takes it down."""
 
     def __init__(self, remote: Remote, spec: ClusterSpec, workdir: str,
-                 zookeeper: ZooKeeperEnsemble, brokers: BrokerSet) -> None:
+                 zookeeper: ZooKeeperEnsemble, brokers: BrokerSet,
+                 controllers: ControllerSet | None = None) -> None:
         self.remote = remote
         self.spec = spec
         self.workdir = workdir
         self.zookeeper = zookeeper
         self.broker_set = brokers
+        self.controller_set = controllers or ControllerSet.none(remote, workdir)
 
     # -- lifecycle ----------------------------------------------------------------------
 
@@ -157,15 +180,21 @@ class Cluster:
             if reaper:
                 log.info("cluster %s: reaper pid %d", prefix,
                          start_reaper(prefix, remote.state_dir.parent))
-            broker_nodes, zookeeper_nodes = _roles(spec, remote)
+            broker_nodes, zookeeper_nodes, controller_nodes = _roles(spec, remote)
             ensemble = ZooKeeperEnsemble(remote, zookeeper_nodes, workdir, spec.zookeeper)
+            launcher = spec.launcher.prepare(remote, broker_nodes, workdir, controller_nodes)
             brokers = BrokerSet(remote, broker_nodes, workdir, ensemble.connect,
-                                dict(spec.broker_config),
-                                spec.launcher.prepare(remote, broker_nodes, workdir))
-            cluster = cls(remote, spec, workdir, ensemble, brokers)
+                                dict(spec.broker_config), launcher)
+            controllers = ControllerSet(
+                remote, controller_nodes, workdir, len(broker_nodes),
+                launcher.for_controllers() if controller_nodes else None,
+                dict(spec.broker_config))
+            cluster = cls(remote, spec, workdir, ensemble, brokers, controllers)
             cluster.save()
             ensemble.start(timeout=timeout)
+            controllers.start()
             cluster.save()
+            controllers.wait_leader(timeout=timeout)
             brokers.start()
             cluster.save()
             brokers.wait_healthy(timeout=timeout)
@@ -194,10 +223,14 @@ class Cluster:
             data = json.loads((root / prefix / CLUSTER_FILE).read_text())
         except (OSError, ValueError) as error:
             raise LookupError(f"{root / prefix}: no readable {CLUSTER_FILE}: {error}") from error
+        controllers = data.get("controllers")
         return cls(remote, ClusterSpec.from_json(data["spec"]), data["workdir"],
                    ZooKeeperEnsemble.from_json(remote, data["zookeeper"]),
                    BrokerSet.from_json(remote, data["brokers"],
-                                       launcher_from_json(data["brokers"]["launcher"])))
+                                       launcher_from_json(data["brokers"]["launcher"])),
+                   None if not controllers else ControllerSet.from_json(
+                       remote, controllers, None if controllers["launcher"] is None
+                       else launcher_from_json(controllers["launcher"])))
 
     def detach(self) -> None:
         """Leave the cluster running after this process exits (`kchaos cluster up`)."""
@@ -217,24 +250,27 @@ class Cluster:
 
     def save(self) -> None:
         data = {"spec": self.spec.to_json(), "workdir": self.workdir,
-                "zookeeper": self.zookeeper.to_json(), "brokers": self.broker_set.to_json()}
+                "zookeeper": self.zookeeper.to_json(), "brokers": self.broker_set.to_json(),
+                "controllers": self.controller_set.to_json()}
         write_json(self.remote.state_dir / CLUSTER_FILE, data)
 
     def collect_logs(self, dest: Path) -> list[Path]:
-        """Copy every node's broker and ZooKeeper logs to `dest/<node>/`, and what the
-        broker's launcher derives from them; returns the files made."""
+        """Copy every node's broker, controller and ZooKeeper logs to `dest/<node>/`, and
+        what the launcher derives from them; returns the files made."""
         copied = []
         for node in self.nodes:
             files = []
             if node in self.brokers:
                 files += self.broker_set.log_files(node)
+            if node in self.controllers:
+                files += self.controller_set.log_files(node)
             if node in self.zookeepers:
                 files += self.zookeeper.log_files(node)
             for path in files:
                 target = dest / node / Path(path).name
                 if fetch(self.remote, node, path, target):
                     copied.append(target)
-            if node in self.brokers:
+            if node in self.brokers or node in self.controllers:
                 copied += self.broker_set.launcher.derive_logs(dest / node)
         return copied
 
@@ -246,11 +282,30 @@ class Cluster:
 
     @property
     def nodes(self) -> tuple[str, ...]:
-        return tuple(dict.fromkeys(self.brokers + self.zookeepers))
+        return tuple(dict.fromkeys(self.brokers + self.zookeepers + self.controllers))
 
     @property
     def brokers(self) -> tuple[str, ...]:
         return self.broker_set.nodes
+
+    @property
+    def controllers(self) -> tuple[str, ...]:
+        """The dedicated controllers' nodes (none: the brokers are their own, or ZooKeeper
+        elects one of them)."""
+        return self.controller_set.nodes
+
+    @property
+    def voters(self) -> tuple[str, ...]:
+        """The metadata quorum's voters: the dedicated controllers, else the brokers of a
+        cluster without ZooKeeper; none with ZooKeeper."""
+        if self.broker_set.launcher.uses_zookeeper:
+            return ()
+        return self.controllers or self.brokers
+
+    @property
+    def quorum_service(self) -> str:
+        """The service the quorum's voters run: "controller" or (combined) "broker"."""
+        return "controller" if self.controllers else "broker"
 
     @property
     def zookeepers(self) -> tuple[str, ...]:
@@ -299,15 +354,40 @@ class Cluster:
         """The controller's node: in ZooKeeper mode /controller's broker; without ZooKeeper
         the metadata quorum's leader (the active controller)."""
         if not self.broker_set.launcher.uses_zookeeper:
-            quorum = self.broker_set.quorum()
-            return None if quorum is None else self.broker_node(quorum[0])
+            quorum = self.quorum()
+            return None if quorum is None else self.voter_node(quorum[0])
         snapshot = self.snapshot()
         if snapshot is None or snapshot.controller is None:
             return None
         return self.broker_node(snapshot.controller)
 
+    def quorum(self) -> tuple[int, int] | None:
+        """(leader node id, epoch) of the metadata quorum as its running voters' state
+        files say; None without a quorum or a leader."""
+        if self.controllers:
+            return self.controller_set.quorum()
+        return self.broker_set.quorum()
+
+    def voter_states(self) -> dict[str, QuorumState | None]:
+        """Each running voter's view of the quorum (None: unread), by node."""
+        if self.controllers:
+            return self.controller_set.voter_states()
+        return self.broker_set.voter_states()
+
+    def voter_id(self, node: str) -> int:
+        """The node id of the voter on `node`."""
+        if self.controllers:
+            return self.controller_set.node_id(node)
+        return self.broker_id(node)
+
+    def voter_node(self, node_id: int) -> str | None:
+        """The node of the quorum voter with `node_id`; None when it names none."""
+        if self.controllers:
+            return self.controller_set.node_of(node_id)
+        return self.broker_node(node_id) if 1 <= node_id <= len(self.brokers) else None
+
     def _quorum_snapshot(self) -> Snapshot | None:
-        quorum = self.broker_set.quorum()
+        quorum = self.quorum()
         found = self._metadata()
         if found is None:
             return None
@@ -391,15 +471,18 @@ class Cluster:
         return self._service(service).resume(node)
 
     def stop(self, node: str, service: str = "broker") -> bool:
-        """Graceful stop: SIGTERM for a broker (controlled shutdown), SIGKILL for ZooKeeper."""
+        """Graceful stop: SIGTERM for a broker (controlled shutdown), SIGKILL for ZooKeeper
+        and for a dedicated controller."""
         if service == "broker":
             return self.broker_set.stop(node)
-        return self.zookeeper.kill(node)
+        return self._service(service).kill(node)
 
     def start(self, node: str, service: str = "broker") -> bool:
         """Start the service on `node` unless it runs; True if it was started."""
         if service == "broker":
             started = bool(self.broker_set.start([node]))
+        elif service == "controller":
+            started = bool(self.controller_set.start([node]))
         else:
             started = not self.zookeeper.running(node)
             self.zookeeper.start([node])
@@ -459,11 +542,13 @@ class Cluster:
                         lines += local.read_text(errors="replace").splitlines()
         return lines
 
-    def _service(self, service: str) -> BrokerSet | ZooKeeperEnsemble:
+    def _service(self, service: str) -> BrokerSet | ZooKeeperEnsemble | ControllerSet:
         if service == "broker":
             return self.broker_set
         if service == "zookeeper":
             return self.zookeeper
+        if service == "controller":
+            return self.controller_set
         raise ValueError(f"service must be one of {SERVICES}, got {service!r}")
 
     def facts(self) -> dict[str, Any]:
@@ -477,7 +562,8 @@ class Cluster:
         nodes = []
         for node in self.nodes:
             roles = [s for s, members in (("broker", self.brokers),
-                                          ("zookeeper", self.zookeepers)) if node in members]
+                                          ("zookeeper", self.zookeepers),
+                                          ("controller", self.controllers)) if node in members]
             pids = {s: self.pid(node, s) for s in roles if self.running(node, s)}
             nodes.append({"name": node, "address": self.remote.address(node),
                           "role": "+".join(roles), "pids": pids})
@@ -516,19 +602,28 @@ def down(prefix: str | None = None, state_root: Path | None = None,
     return prefixes
 
 
-def _roles(spec: ClusterSpec, remote: Remote) -> tuple[tuple[str, ...], tuple[str, ...]]:
-    """(broker nodes, ZooKeeper nodes): from the remote's inventory when it has one."""
+Roles = tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...]]
+
+
+def _roles(spec: ClusterSpec, remote: Remote) -> Roles:
+    """(broker, ZooKeeper, controller nodes): from the remote's inventory when it has one."""
     inventory = getattr(remote, "inventory", None)
     if inventory is None:
-        return spec.broker_nodes, spec.zookeeper_nodes
+        return spec.broker_nodes, spec.zookeeper_nodes, spec.controller_nodes
     return _inventory_roles(spec, inventory)
 
 
-def _inventory_roles(spec: ClusterSpec, inventory: Any) -> tuple[tuple[str, ...], tuple[str, ...]]:
+def _inventory_roles(spec: ClusterSpec, inventory: Any) -> Roles:
     brokers = inventory.with_role("broker")
     zookeepers = brokers if spec.colocate else inventory.with_role("zookeeper")
+    controllers = inventory.with_role("controller")
     if len(brokers) < spec.brokers or len(zookeepers) < spec.zookeepers:
         raise ProvisionError(
             f"the inventory has {len(brokers)} broker and {len(zookeepers)} ZooKeeper hosts; "
             f"{spec.brokers} and {spec.zookeepers} were asked for (--nodes, --zookeepers)")
-    return brokers[: spec.brokers], zookeepers[: spec.zookeepers]
+    if len(controllers) < spec.controllers:
+        raise ProvisionError(
+            f"the inventory has {len(controllers)} controller hosts; {spec.controllers} were "
+            f"asked for (--controllers): add hosts with role = \"controller\"")
+    return (brokers[: spec.brokers], zookeepers[: spec.zookeepers],
+            controllers[: spec.controllers])

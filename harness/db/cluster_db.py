@@ -16,7 +16,9 @@ from harness.db.part import DBContext
 from nemesis.capabilities import (
     HasController,
     HasCoordinator,
+    HasDedicatedQuorum,
     HasLeaders,
+    HasQuorum,
     HasZooKeeper,
     Killable,
     Offer,
@@ -30,9 +32,9 @@ __all__ = ["CLUSTER_CAPABILITIES", "SAFE_BROKER_CONFIG", "ClusterDB", "ClusterOp
 
 DEFAULT_ZOOKEEPERS = 3
 SAFE_BROKER_CONFIG = {"min.insync.replicas": "2", "unclean.leader.election.enable": "false"}
-# What a running `Cluster` can do on any backend.
+# What a running `Cluster` can do on any backend (its metadata store aside).
 CLUSTER_CAPABILITIES = frozenset({Killable, Pausable, PartitionableNetwork, HasController,
-                                  HasLeaders, HasCoordinator, HasZooKeeper})
+                                  HasLeaders, HasCoordinator})
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -78,10 +80,27 @@ class ClusterDB:
                           logs_dest=logs_dest)
 
     def offer(self) -> Offer:
-        """The capabilities of the cluster once up: VM control only on machines."""
-        has = (CLUSTER_CAPABILITIES | self.extra) - self.why_not.keys()
-        backend = self.spec.backend
+        """The capabilities of the cluster once up: ZooKeeper or a metadata quorum of its
+        own (dedicated with `controllers`), VM control only on machines."""
+        has = set(CLUSTER_CAPABILITIES | self.extra)
         why_not = dict(self.why_not)
+        if self.spec.launcher.uses_zookeeper:
+            has.add(HasZooKeeper)
+            for capability in (HasQuorum, HasDedicatedQuorum):
+                why_not.setdefault(capability, (
+                    f"--db {self.name} keeps its metadata in ZooKeeper, not in a KRaft "
+                    f"quorum: fault ZooKeeper instead (pause-zookeeper, isolate-zookeeper), "
+                    f"or run Kafka in KRaft mode (--db kafka --kafka-version 4.1.1)"))
+        else:
+            has.add(HasQuorum)
+            if self.spec.controllers:
+                has.add(HasDedicatedQuorum)
+            else:
+                why_not.setdefault(HasDedicatedQuorum, (
+                    f"--db {self.name} runs its controllers on the broker nodes (combined): "
+                    f"add --controllers 3 for a quorum of its own"))
+        has -= why_not.keys()
+        backend = self.spec.backend
         if backend in MACHINE_BACKENDS:
             has |= {VMControl}
         else:
@@ -91,13 +110,15 @@ class ClusterDB:
 
     def describe(self) -> dict[str, Any]:
         return {"db": self.name, "broker": self.spec.launcher.to_json(),
-                "broker_config": dict(self.spec.broker_config)}
+                "broker_config": dict(self.spec.broker_config),
+                "controllers": self.spec.controllers}
 
 
 def cluster_spec(options: ClusterOptions, context: DBContext,
-                 launcher: BrokerLauncher) -> ClusterSpec:
+                 launcher: BrokerLauncher, controllers: int = 0) -> ClusterSpec:
     """The cluster of `context.nodes` brokers that `options` and `launcher` describe (no
-    ZooKeeper for brokers that use none); ValueError when ZooKeepers are asked of those."""
+    ZooKeeper for brokers that use none), with `controllers` dedicated controllers;
+    ValueError when ZooKeepers are asked of those."""
     with_zookeeper = launcher.uses_zookeeper
     if not with_zookeeper and (options.zookeepers is not None or options.colocate):
         flag = "--zookeepers" if options.zookeepers is not None else "--colocate"
@@ -108,4 +129,4 @@ def cluster_spec(options: ClusterOptions, context: DBContext,
         zookeepers=options.zookeeper_count() if with_zookeeper else 0,
         colocate=options.colocate and with_zookeeper,
         broker_config=dict(options.broker_config), backend=context.backend.backend,
-        options=context.backend.spec_options(), launcher=launcher)
+        options=context.backend.spec_options(), launcher=launcher, controllers=controllers)

@@ -130,8 +130,10 @@ def test_zookeeper_faults_on_kraft_are_refused_naming_the_kraft_fault(fault):
     config = load_config(overrides={"db": "kafka", "kafka_version": "3.9.1",
                                     "metadata": "kraft", "nemesis": fault})
     with pytest.raises(ConfigError, match=rf"--nemesis {fault} needs ZooKeeper; --db kafka "
-                                          r"in KRaft mode has no ZooKeeper .* use "
-                                          r"kill-controller or isolate-controller"):
+                                          r"in KRaft mode has no ZooKeeper .* fault the "
+                                          r"quorum with partition-quorum, or with "
+                                          r"--controllers 3 fence-broker and "
+                                          r"kill-quorum-majority"):
         build_test(config)
 
 

@@ -86,7 +86,8 @@ def test_expand_names_and_groups():
                    "add-partitions", "isolate-leader", "shrink-isr-kill-leader",
                    "shrink-isr-isolate-leader", "kill-new-leader", "strand-follower",
                    "depose-coordinator", "crash-lose-unflushed", "crash-vm", "pause-vm",
-                   "stall-producer"}
+                   "stall-producer", "partition-quorum", "fence-broker",
+                   "kill-quorum-majority"}
     assert set(FAULTS) == issue_names
 
 

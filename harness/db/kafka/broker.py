@@ -20,9 +20,17 @@ from pathlib import Path
 from typing import Any
 
 from harness.control import Remote
-from harness.db.brokers import CLIENT_PORT, QuorumState, chaos_defaults, properties_text
+from harness.db.brokers import (
+    CLIENT_PORT,
+    CONTROLLER_ID_BASE,
+    QuorumState,
+    chaos_defaults,
+    properties_text,
+)
 from harness.db.kafka.kraft import (
+    BROKER,
     COMBINED,
+    CONTROLLER,
     METADATA_SEGMENT,
     QUORUM_STATE,
     kraft_properties,
@@ -115,6 +123,7 @@ class KafkaBroker:
     metadata: str = "zookeeper"  # or "kraft" (`harness.db.kafka.kraft`)
     cluster_id: str = ""  # KRaft: the id every node's storage is formatted with
     voters: str = ""  # KRaft: controller.quorum.voters, set by `prepare`
+    roles: str = COMBINED  # KRaft: process.roles ("broker" beside dedicated controllers)
     local_libs: str = ""  # the jars on this machine (`libs` before `prepare` uploads them)
 
     @property
@@ -127,12 +136,28 @@ class KafkaBroker:
         broker registers again with a new incarnation."""
         return self.uses_zookeeper
 
-    def prepare(self, remote: Remote, nodes: Sequence[str], workdir: str) -> KafkaBroker:
+    def prepare(self, remote: Remote, nodes: Sequence[str], workdir: str,
+                controllers: Sequence[str] = ()) -> KafkaBroker:
         """Itself when every node sees `libs`; else the jars uploaded to the work directory.
-        In KRaft mode every node of `nodes` is a voter (combined broker and controller)."""
-        ready = self if self.uses_zookeeper else replace(self, voters=voters_text(
-            {position: remote.address(node) for position, node in enumerate(nodes, 1)}))
-        return ready._with_jars(remote, nodes, workdir)
+        In KRaft mode the voters are the dedicated `controllers` (node ids from
+        CONTROLLER_ID_BASE + 1) and the brokers only brokers; without `controllers`, every
+        node of `nodes` is a voter (combined broker and controller)."""
+        if self.uses_zookeeper:
+            return self._with_jars(remote, nodes, workdir)
+        if controllers:
+            ready = replace(self, roles=BROKER, voters=voters_text(
+                {CONTROLLER_ID_BASE + position: remote.address(node)
+                 for position, node in enumerate(controllers, 1)}))
+        else:
+            ready = replace(self, roles=COMBINED, voters=voters_text(
+                {position: remote.address(node) for position, node in enumerate(nodes, 1)}))
+        return ready._with_jars(remote, [*nodes, *controllers], workdir)
+
+    def for_controllers(self) -> KafkaBroker:
+        if self.uses_zookeeper:
+            raise ValueError(f"Kafka {self.version} in ZooKeeper mode has no dedicated "
+                             f"controllers: use --metadata kraft")
+        return replace(self, roles=CONTROLLER)
 
     def _with_jars(self, remote: Remote, nodes: Sequence[str], workdir: str) -> KafkaBroker:
         missing = [node for node in nodes if not self._has_jars(remote, node, self.libs)]
@@ -164,7 +189,7 @@ class KafkaBroker:
                                       f"{directory}/data", cluster_size, overrides, self.version)
         else:
             server = properties_text(kraft_properties(
-                broker_id, COMBINED, address, self.voters, f"{directory}/data", cluster_size,
+                broker_id, self.roles, address, self.voters, f"{directory}/data", cluster_size,
                 {**SMALL_MACHINE, **overrides}))
         return {"server.properties": server, "log4j.properties": LOG4J_PROPERTIES}
 
@@ -215,4 +240,4 @@ class KafkaBroker:
         return {"kind": self.kind, "version": self.version, "libs": self.libs,
                 "main_jar": self.main_jar, "java": self.java, "heap": self.heap,
                 "metadata": self.metadata, "cluster_id": self.cluster_id,
-                "voters": self.voters, "local_libs": self.local_libs}
+                "voters": self.voters, "roles": self.roles, "local_libs": self.local_libs}

@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from harness.db.cluster import MAX_CONTROLLERS
 from harness.db.cluster_db import ClusterDB, ClusterOptions, cluster_spec
 from harness.db.kafka.broker import KafkaBroker, kafka_release
 from harness.db.kafka.distribution import DEFAULT_VERSION, VERSIONS, KafkaUnavailable, resolve
@@ -28,8 +29,9 @@ KRAFT_SINCE = (3, 3)
 # What a KRaft cluster cannot serve, and why.
 KRAFT_LACKS = {
     HasZooKeeper: ("--db kafka in KRaft mode has no ZooKeeper (its metadata quorum replaces "
-                   "it): to fault the active controller use kill-controller or "
-                   "isolate-controller; kchaos has no fault of the quorum itself yet"),
+                   "it): fault the quorum with partition-quorum, or with --controllers 3 "
+                   "fence-broker and kill-quorum-majority; the active controller with "
+                   "kill-controller, pause or isolate-controller"),
 }
 NO_POWER_LOSS = ("--db kafka has none: Apache Kafka has no property that drops its unflushed "
                  "log tail on a crash (kchaos.debug.lose-unflushed-on-crash is our broker's "
@@ -53,6 +55,10 @@ class KafkaOptions(ClusterOptions):
                 "3.3 and later, the only mode of 4.x) or zookeeper (before 4.0); default: "
                 "zookeeper before 4.0, kraft from 4.0",
         "choices": METADATA_MODES})
+    controllers: int = field(default=0, metadata={
+        "help": "KRaft: dedicated controller nodes (process.roles=controller), 1 to "
+                f"{MAX_CONTROLLERS}; 0 (the default): every broker node is also a "
+                "controller (combined)"})
     java: str = field(default="java", metadata={"help": "the java that runs Kafka"})
     heap: str = field(default="768m", metadata={"help": "each Kafka broker's JVM heap"})
     start_timeout: float = field(default=120.0, metadata={
@@ -73,16 +79,20 @@ class KafkaOptions(ClusterOptions):
             raise ValueError(f"heap must be like 768m or 2g, got {self.heap!r}")
         if self.start_timeout <= 0:
             raise ValueError(f"start_timeout must be > 0, got {self.start_timeout:g}")
+        if not 0 <= self.controllers <= MAX_CONTROLLERS:
+            raise ValueError(f"--controllers must be 0 to {MAX_CONTROLLERS}, got "
+                             f"{self.controllers}")
 
 
 def build(options: KafkaOptions, context: DBContext) -> ClusterDB:
     """ValueError when Kafka's jars cannot be had, the version has no such metadata mode,
     or a broker property is one this Kafka version does not know."""
     if options.kafka_home is None:
-        metadata_mode(options.kafka_version, options.metadata)
+        _check_controllers(options, metadata_mode(options.kafka_version, options.metadata))
     try:
         distribution = resolve(options.kafka_version, options.kafka_home)
         mode = metadata_mode(distribution.version, options.metadata)
+        _check_controllers(options, mode)
         check_kafka_config(options.broker_config, distribution.config_names(options.java),
                            distribution.version)
         main_jar = distribution.main_jar
@@ -95,8 +105,16 @@ def build(options: KafkaOptions, context: DBContext) -> ClusterDB:
     why_not = {LosesUnflushed: NO_POWER_LOSS}
     if mode == "kraft":
         why_not |= KRAFT_LACKS
-    return ClusterDB(cluster_spec(options, context, launcher), "kafka", why_not=why_not,
-                     start_timeout=options.start_timeout)
+    return ClusterDB(cluster_spec(options, context, launcher, options.controllers), "kafka",
+                     why_not=why_not, start_timeout=options.start_timeout)
+
+
+def _check_controllers(options: KafkaOptions, mode: str) -> None:
+    """ValueError when dedicated controllers are asked of a cluster in ZooKeeper mode."""
+    if options.controllers and mode == "zookeeper":
+        raise ValueError(f"--controllers {options.controllers}: Kafka {options.kafka_version} "
+                         f"in ZooKeeper mode has no KRaft controllers (ZooKeeper elects one of "
+                         f"the brokers): add --metadata kraft, or drop --controllers")
 
 
 def metadata_mode(version: str, asked: str | None) -> str:

@@ -1,11 +1,12 @@
 """Apache Kafka in KRaft mode: the metadata quorum replaces ZooKeeper.
 
 Each node runs `process.roles` "broker,controller" (a combined node, the default: every
-broker node is a voter) or "controller" (a dedicated controller). The voters are static
-(`controller.quorum.voters`, the same on every node); each node's storage is formatted with
-the run's one cluster id by Kafka's own `kafka.tools.StorageTool format` before its first
-start. The quorum's state is read from the `quorum-state` file Kafka's Raft client keeps
-beside the metadata log: the leader (the active controller) and its epoch.
+broker node is a voter), or, beside dedicated controllers ("controller"), "broker". The
+voters are static (`controller.quorum.voters`, the same on every node); each node's
+storage is formatted with the run's one cluster id by Kafka's own
+`kafka.tools.StorageTool format` before its first start. The quorum's state is read from
+the `quorum-state` file Kafka's Raft client keeps beside the metadata log: the leader (the
+active controller) and its epoch.
 """
 
 from __future__ import annotations
@@ -18,9 +19,11 @@ from collections.abc import Mapping, Sequence
 
 from harness.db.brokers import CLIENT_PORT, CONTROL_PORT, QuorumState, chaos_defaults
 
-__all__ = ["COMBINED", "CONTROLLER", "METADATA_SEGMENT", "QUORUM_STATE", "kraft_properties",
-           "new_cluster_id", "parse_quorum_state", "start_command", "voters_text"]
+__all__ = ["BROKER", "COMBINED", "CONTROLLER", "METADATA_SEGMENT", "QUORUM_STATE",
+           "kraft_properties", "new_cluster_id", "parse_quorum_state", "start_command",
+           "voters_text"]
 
+BROKER = "broker"
 COMBINED = "broker,controller"
 CONTROLLER = "controller"
 # Relative to the node's directory: the metadata log lives in the first (only) log dir.
