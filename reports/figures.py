@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from reports.night import describe_expectation, detects
+from reports.night import COMPARISON_HEADER, comparisons, describe_expectation, detects
 
 __all__ = ["describe_machine", "describe_source", "night_markdown"]
 
@@ -154,6 +154,14 @@ def night_markdown(state: Mapping[str, Any], command: str, night: str) -> str:
         lines += ["## Valid cells", ""]
         lines += _table(["cell", "db", "settings", "expectation", "valid / conclusive",
                          "inconclusive", "median ops/s", "median availability", "outcome"], rows)
+        lines.append("")
+    for name, rows in comparisons(state).items():
+        lines += [f"## Side by side: {name}", "",
+                  "One schedule on each cell's configuration: the anomalies its runs found, "
+                  "the median over its runs of how long a workload partition had no leader "
+                  "after a failover (from the controller event logs), of the seconds of the "
+                  "run without an acknowledged write, and of the ops/s.", ""]
+        lines += _table(COMPARISON_HEADER, rows)
         lines.append("")
     missed = [(cell["name"], (outcomes.get(cell["name"]) or {}).get("reason", ""))
               for cell in cells if not (outcomes.get(cell["name"]) or {}).get("met")]

@@ -22,7 +22,8 @@ from typing import Any
 from reports.html import Markup, element, facts, join, link, render, table, trusted
 from reports.report import REPORT_FILE
 
-__all__ = ["SUMMARY_FILE", "describe_expectation", "write_night_page"]
+__all__ = ["COMPARISON_HEADER", "SUMMARY_FILE", "comparisons", "describe_expectation",
+           "write_night_page"]
 
 SUMMARY_FILE = "summary.html"
 
@@ -153,6 +154,33 @@ def detection_rows(state: Mapping[str, Any]) -> list[list[Any]]:
     return rows
 
 
+COMPARISON_HEADER = ["cell", "db", "conclusive runs", "anomalies (over the runs)",
+                     "median failover", "median seconds without an ok write", "median ops/s"]
+
+
+def comparisons(state: Mapping[str, Any]) -> dict[str, list[list[str]]]:
+    """Per `compare` name, in the plan's order, a row per cell of that name: label, db,
+    conclusive runs, the anomalies its runs found (type and count), the medians of the
+    runs' failover seconds (a workload partition without a leader), of their seconds
+    without an ok write, and of their ops/s."""
+    outcomes = state.get("outcomes") or {}
+    tables: dict[str, list[list[str]]] = {}
+    for cell in state.get("cells") or []:
+        if not cell.get("compare"):
+            continue
+        outcome = outcomes.get(cell["name"]) or {}
+        found = ", ".join(f"{kind} {count}" for kind, count in
+                          (outcome.get("anomalies") or {}).items())
+        tables.setdefault(cell["compare"], []).append([
+            cell.get("label") or cell["name"], str(cell.get("db")),
+            f"{outcome.get('conclusive', 0)} of {outcome.get('runs', 0)}",
+            found or ("none" if outcome else "-"),
+            _number(outcome.get("median_failover_s"), " s"),
+            _number(outcome.get("median_idle_s"), " s", 0),
+            _number(outcome.get("median_ops_per_s"))])
+    return tables
+
+
 def write_night_page(folder: Path, state: Mapping[str, Any]) -> Path:
     """Write the night's summary page into its folder and return its path."""
     cells = state.get("cells") or []
@@ -169,6 +197,8 @@ def write_night_page(folder: Path, state: Mapping[str, Any]) -> Path:
                          "median time to detection", "longest", "met"],
                         [[link(f"#{r[0]}", r[1]), r[2], r[3], r[4], r[5], r[6], _met(r[7])]
                          for r in detection])]
+    for name, rows in comparisons(state).items():
+        parts += [element("h2", f"Side by side: {name}"), table(COMPARISON_HEADER, rows)]
     overview = [[link(f"#{c['name']}", c["name"]), c.get("db"),
                  describe_expectation(c.get("expect")),
                  _met((outcomes.get(c["name"]) or {}).get("met")),

@@ -35,6 +35,10 @@
     name = "acks1-kill-leader-control"  # but one key (the knob, version or setting tested)
     control_of = "acks1-kill-leader"
     options = {acks = "all", nemesis = "kill-leader"}
+    [[cell]]                      # cells of one `compare` name form one side-by-side table
+    name = "modes-zookeeper"      # on the night's pages: anomalies, failover, seconds
+    compare = "modes"             # without an ok write (e.g. one schedule on three modes)
+    options = {kafka_version = "3.9.1", metadata = "zookeeper", nemesis = "kill-leader"}
 
 Every cell is one db and one option set; its name is stable and readable, because it is
 the runs' test name (their store folder), the junit classname and the key of the store
@@ -87,7 +91,8 @@ NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.+-]*\Z")
 SET_BY_NIGHT = ("name", "seed", "store", "no_check", "config")
 TOP_KEYS = ("name", "description", "budget", "seeds", "parallel", "defaults", "matrix", "cell")
 MATRIX_KEYS = ("dbs", "workloads", "nemeses", "configurations")
-CELL_KEYS = ("name", "description", "dbs", "seeds", "options", "expect", "needs", "control_of")
+CELL_KEYS = ("name", "description", "dbs", "seeds", "options", "expect", "needs", "control_of",
+             "compare")
 CONFIGURATION_KEYS = ("expect", "needs")
 EXPECT_KEYS = ("anomalies", "any_of", "attributed_to", "found_in", "within", "absent",
                "conclusive_in")
@@ -171,6 +176,7 @@ class Cell:
     faults: tuple[str, ...] = ()
     needs: tuple[str, ...] | None = None
     control_of: str | None = None
+    compare: str | None = None  # cells with one `compare` label form a side-by-side table
 
     def run_options(self, seed: int, store: Path) -> dict[str, Any]:
         """The `kchaos run` options of this cell's run with `seed` in the night `store`."""
@@ -189,7 +195,7 @@ class Cell:
                 "time_limit": self.time_limit, "nodes": self.nodes,
                 "zookeepers": self.zookeepers, "faults": list(self.faults),
                 "needs": None if self.needs is None else list(self.needs),
-                "control_of": self.control_of}
+                "control_of": self.control_of, "compare": self.compare}
 
 
 @dataclass(frozen=True)
@@ -485,8 +491,14 @@ def _explicit(entry: Any, defaults: dict[str, Any], seeds: tuple[int, ...], sour
     if control_of is not None and (not isinstance(control_of, str) or control_of == label):
         raise PlanError(f"{source}: {where}.control_of must name another cell, "
                         f"got {control_of!r}")
+    compare = entry.get("compare")
+    if compare is not None and (not isinstance(compare, str) or not NAME.match(compare)):
+        raise PlanError(f"{source}: {where}.compare must be a plain name (the table the "
+                        f"cell is shown in, side by side with the others of that name), "
+                        f"got {compare!r}")
     return [replace(_cell(f"{label}.{db}", label, db, "", _merge(defaults, options),
-                          cell_seeds, expect, needs, source), control_of=control_of)
+                          cell_seeds, expect, needs, source), control_of=control_of,
+                    compare=compare)
             for db in dbs]
 
 

@@ -72,6 +72,8 @@ class RunFacts:
     took_effect: dict[str, int] | None = None
     inconclusive: str | None = None
     state: str | None = None  # reports.summary.run_state
+    failover_s: float | None = None  # median seconds a workload partition had no leader
+    idle_s: float | None = None  # seconds of the client phase without an ok write
 
     def to_json(self) -> dict[str, Any]:
         return dict(self.__dict__)
@@ -195,9 +197,11 @@ def facts_of(results: Mapping[str, Any], cell: Cell, history: Path,
                                     else None)
         if scan.end_ns > 0:
             ops_per_s = round(scan.client_ops / (scan.end_ns / NS), 2)
-    overall = (((results.get("checkers") or {}).get("availability") or {}).get("stats")
-               or {}).get("overall") or {}
+    availability = (((results.get("checkers") or {}).get("availability") or {}).get("stats")
+                    or {})
+    overall = availability.get("overall") or {}
     fraction = overall.get("fraction") if isinstance(overall, Mapping) else None
+    idle = overall.get("buckets-without-ok-send") if isinstance(overall, Mapping) else None
     valid = results.get("valid") if "valid" in results else None
     if valid not in (True, False, None):
         valid = "unknown"
@@ -207,7 +211,16 @@ def facts_of(results: Mapping[str, Any], cell: Cell, history: Path,
                     detection.to_json() if detection else None, ops_per_s,
                     round(1 - fraction, 4) if isinstance(fraction, int | float) else None,
                     counts, inconclusive(cell, counts) if results else None,
-                    run_state(results))
+                    run_state(results), _median(_failover_seconds(availability)),
+                    idle if isinstance(idle, int | float) else None)
+
+
+def _failover_seconds(availability: Mapping[str, Any]) -> list[float]:
+    """The seconds each failover of a workload partition (not an internal `__*` topic)
+    took, as the availability checker measured them."""
+    return [failover["seconds"] for failover in availability.get("failovers") or ()
+            if isinstance(failover, Mapping) and isinstance(failover.get("seconds"), int | float)
+            and not str(failover.get("topic", "")).startswith("__")]
 
 
 def conclusive(facts: RunFacts | None) -> bool:
@@ -247,6 +260,8 @@ class CellOutcome:
     median_availability: float | None
     anomalies: dict[str, int]
     reason: str
+    median_failover_s: float | None = None
+    median_idle_s: float | None = None
 
     def to_json(self) -> dict[str, Any]:
         return dict(self.__dict__)
@@ -296,7 +311,9 @@ def cell_outcome(cell: Cell, facts: Sequence[RunFacts | None], skipped: int = 0,
         max_detection_s=max((s for s in timed if s is not None), default=None),
         median_ops_per_s=_median(f.ops_per_s for f in present),
         median_availability=_median(f.availability for f in present),
-        anomalies=dict(sorted(total.items())), reason=reason)
+        anomalies=dict(sorted(total.items())), reason=reason,
+        median_failover_s=_median(f.failover_s for f in present),
+        median_idle_s=_median(f.idle_s for f in present))
 
 
 def _why(runs: Sequence[RunFacts]) -> str:

@@ -763,3 +763,19 @@ def test_a_fault_counts_by_its_result_and_from_its_request(tmp_path):
     assert facts.detection == {"type": "unseen", "reveal_op": 9, "reveal_s": 40.0,
                                "fault": "crash-lose-unflushed", "fault_start_s": 10.6,
                                "seconds": 29.4}
+
+
+def test_a_run_gives_its_median_workload_failover_and_its_seconds_without_an_ok_write(history):
+    body = results(True, {})
+    body["checkers"]["availability"]["stats"].update({
+        "overall": {"fraction": 0.25, "buckets-without-ok-send": 7},
+        "failovers": [{"topic": "kchaos", "seconds": 9.5}, {"topic": "kchaos", "seconds": 3.5},
+                      {"topic": "kchaos", "seconds": None},
+                      {"topic": "__consumer_offsets", "seconds": 40.0}]})
+    cell = cell_of(seeds=2)
+    facts = facts_of(body, cell, history)
+    assert (facts.failover_s, facts.idle_s) == (6.5, 7)
+    quiet = facts_of(results(True, {}), cell, history)
+    assert (quiet.failover_s, quiet.idle_s) == (None, None)
+    outcome = cell_outcome(cell, [facts, quiet])
+    assert (outcome.median_failover_s, outcome.median_idle_s) == (6.5, 7)

@@ -39,7 +39,7 @@ def test_each_control_differs_from_its_cell_in_one_key_and_must_find_nothing(sui
             assert cell.needs == control.needs, f"{control.name} needs other faults"
 
 
-@pytest.mark.parametrize("suite", ["detection", "versions"])
+@pytest.mark.parametrize("suite", ["detection", "versions", "kraft"])
 def test_every_detection_cell_has_a_control(suite):
     plan = load_plan(suite_path(suite))
     controlled = {(c.control_of, c.db) for c in plan.cells if c.control_of is not None}
@@ -57,3 +57,21 @@ def test_a_control_of_no_cell_or_of_itself_is_refused():
         parse_plan(plan_of({"name": "a", "control_of": "nope"}), "p.toml")
     with pytest.raises(PlanError, match="control_of must name another cell"):
         parse_plan(plan_of({"name": "a", "control_of": "a"}), "p.toml")
+
+
+def test_cells_of_one_compare_name_form_a_table_and_a_bad_name_is_refused():
+    plan = parse_plan(plan_of({"name": "a", "compare": "modes"}, {"name": "b"},
+                              {"name": "c", "compare": "modes"}), "p.toml")
+    assert [(c.label, c.compare) for c in plan.cells] == [("a", "modes"), ("b", None),
+                                                          ("c", "modes")]
+    assert plan.cells[0].to_json()["compare"] == "modes"
+    with pytest.raises(PlanError, match="cell a.compare must be a plain name"):
+        parse_plan(plan_of({"name": "a", "compare": "two words"}), "p.toml")
+
+
+def test_the_versions_suite_compares_the_three_metadata_modes_on_one_schedule():
+    cells = [c for c in load_plan(suite_path("versions")).cells if c.compare == "modes"]
+    assert [c.label for c in cells] == ["modes-zookeeper", "modes-kraft", "modes-kraft-elr"]
+    assert {c.faults for c in cells} == {("shrink-isr-kill-leader",)}
+    assert [c.zookeepers for c in cells] == [1, 0, 0]
+    assert all(c.expect.valid for c in cells)

@@ -66,3 +66,17 @@ def test_a_night_from_before_provenance_says_so():
         "`ffffffffffff` + uncommitted changes"
     assert describe_machine({"cpus": 4, "memory_bytes": None, "kernel": "6.1"}) == \
         "4 cores, ? GiB, Linux 6.1"
+
+
+def test_cells_of_one_compare_name_are_shown_side_by_side():
+    night = state()
+    night["cells"][2]["compare"] = night["cells"][3]["compare"] = "modes"
+    for cell, figures in zip(night["cells"][2:], [(4.25, 9), (None, 3)], strict=True):
+        night["outcomes"][cell["name"]].update(median_failover_s=figures[0],
+                                               median_idle_s=figures[1])
+    page = night_markdown(night, "c", "n")
+    assert "## Side by side: modes" in page
+    table = rows(page[page.index("## Side by side: modes"):], "cell")
+    assert [row[0] for row in table] == [night["cells"][2]["label"], night["cells"][3]["label"]]
+    assert table[0][4:6] == ["4.2 s", "9 s"] and table[1][4:6] == ["-", "3 s"]
+    assert "## Side by side" not in night_markdown(state(), "c", "n")
