@@ -13,7 +13,7 @@ An inventory file:
     name = "n1"
     host = "192.0.2.11"              # where SSH connects
     port = 22
-    role = "broker"                  # broker | zookeeper
+    role = "broker"                  # broker | zookeeper | controller (KRaft, dedicated)
     address = "10.0.0.11"            # optional: the address nodes reach each other at
 
 Keys are referenced by path only; their contents are read by paramiko and never stored.
@@ -33,7 +33,7 @@ from harness.control.errors import ProvisionError
 
 __all__ = ["Host", "Inventory", "load_inventory", "parse_ssh_config", "vagrant_inventory"]
 
-ROLES = ("broker", "zookeeper")
+ROLES = ("broker", "zookeeper", "controller")
 NODE_NAME = re.compile(r"^[a-z][a-z0-9-]{0,31}$")
 DEFAULT_KNOWN_HOSTS = "~/.ssh/known_hosts"
 VAGRANT_KNOWN_HOSTS = ".vagrant/kchaos_known_hosts"
@@ -162,15 +162,15 @@ def parse_ssh_config(text: str) -> dict[str, dict[str, str]]:
 
 def vagrant_inventory(directory: Path | str, config_text: str | None = None,
                       dir: str = "/opt/kchaos") -> Inventory:
-    """The machines of a Vagrant directory: `n*` are brokers, `z*` ZooKeepers (as
-    vagrant/Vagrantfile names them). Host keys go to `<directory>/.vagrant/...`; the
+    """The machines of a Vagrant directory: `n*` are brokers, `z*` ZooKeepers, `c*`
+    dedicated KRaft controllers (as vagrant/Vagrantfile names them). Host keys go to `<directory>/.vagrant/...`; the
     service address is left to the node (`/etc/kchaos/address`, see harness.control.ssh)."""
     directory = Path(directory).resolve()
     if config_text is None:
         config_text = _vagrant_ssh_config(directory)
     hosts = []
     for name, options in parse_ssh_config(config_text).items():
-        role = {"n": "broker", "z": "zookeeper"}.get(name[:1])
+        role = {"n": "broker", "z": "zookeeper", "c": "controller"}.get(name[:1])
         if role is None:
             continue
         hosts.append(Host(

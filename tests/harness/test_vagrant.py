@@ -32,6 +32,11 @@ Host z1
   Port 22
   IdentityFile /home/u/kchaos/vagrant/.vagrant/machines/z1/libvirt/private_key
 
+Host c1
+  HostName 192.168.121.42
+  User vagrant
+  Port 22
+
 Host n2
   HostName 192.168.121.41
   User vagrant
@@ -78,6 +83,9 @@ def test_environment_overrides_vagrantfile_local(vagrant_dir):
     done = validate(vagrant_dir, KCHAOS_ZOOKEEPERS="1", KCHAOS_PROVIDER="virtualbox")
     assert done.returncode == 0, done.stdout + done.stderr
     assert machines(done.stdout) == ["n1", "n2", "z1"]
+    done = validate(vagrant_dir, KCHAOS_ZOOKEEPERS="1", KCHAOS_CONTROLLERS="3")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert machines(done.stdout) == ["n1", "n2", "z1", "c1", "c2", "c3"]
 
 
 @pytest.mark.parametrize("variable, value, message", [
@@ -86,6 +94,7 @@ def test_environment_overrides_vagrantfile_local(vagrant_dir):
     ("KCHAOS_NETWORK", "192.168", "network must be three octets"),
     ("KCHAOS_PROVIDER", "hyperv", "provider must be libvirt or virtualbox"),
     ("KCHAOS_LIBVIRT_DRIVER", "xen", "libvirt_driver must be kvm or qemu"),
+    ("KCHAOS_CONTROLLERS", "10", "controllers must be 0 to 9"),
 ])
 def test_bad_settings_are_refused(vagrant_dir, variable, value, message):
     done = validate(vagrant_dir, **{variable: value})
@@ -96,9 +105,10 @@ def test_bad_settings_are_refused(vagrant_dir, variable, value, message):
 def test_inventory_from_vagrant_ssh_config(tmp_path):
     assert parse_ssh_config(SSH_CONFIG)["n1"]["identityfile"].endswith("n1/libvirt/private_key")
     inventory = vagrant_inventory(tmp_path, SSH_CONFIG)
-    assert inventory.names == ("n1", "n2", "z1")
+    assert inventory.names == ("n1", "n2", "c1", "z1")
     assert inventory.with_role("broker") == ("n1", "n2")
     assert inventory.with_role("zookeeper") == ("z1",)
+    assert inventory.with_role("controller") == ("c1",)
     n1 = inventory.host("n1")
     assert (n1.host, n1.port, n1.user, n1.address) == ("127.0.0.1", 2222, "vagrant", None)
     assert n1.known_hosts == str(tmp_path / ".vagrant" / "kchaos_known_hosts")
