@@ -33,34 +33,35 @@ def _at(seconds: float, f: str, value: Any, fault: str) -> dict:
             "time": int(seconds * NS_PER_SECOND), "fault": fault}
 
 
+# When the unclean-2013 scenario lifts its cut: the staged op waits for the ISR to shrink
+# and for the election (ops run one at a time), so this is a latest, not a moment.
+UNCLEAN_2013_HEAL = 20.0
+
+
 def _unclean_2013(broker_config: Mapping[str, str]) -> tuple[dict, ...]:
-    """Kafka 2013 (KAFKA-1211 era, Jepsen's Kafka post): the leader of partition 0 loses its
-    followers but keeps ZooKeeper, shrinks the ISR to itself and, with min.insync.replicas=1,
-    keeps acknowledging acks=all writes; then its ZooKeeper session expires, the controller
-    elects an out-of-sync follower (unclean), and when the network heals the old leader
+    """Kafka 2013 (KAFKA-1211 era, Jepsen's Kafka post): partition 0's leader loses its
+    followers but keeps its metadata store (ZooKeeper, or dedicated controllers). Driven by
+    what the cluster shows, not by timers: one `shrink-isr` op waits until the ISR is the
+    leader alone (it acknowledges acks=all writes alone meanwhile, min.insync.replicas=1),
+    isolates it from every node, the store included, and waits for the controller to elect
+    an out-of-sync follower (unclean); the cut is lifted after it, and the old leader
     truncates what it had acknowledged."""
-    lag = float(broker_config.get("replica.lag.time.max.ms", 3000)) / 1000
-    target = {"shape": "leader-from-followers", "topic": "kchaos", "partition": 0}
-    isolated = 3.0
-    expire = isolated + lag + 6.0
-    heal = expire + 8.0
-    leader = {"target": "leader", "topic": "kchaos", "partition": 0}
-    return (
-        _at(isolated, "start-partition", target, "leader-from-followers"),
-        _at(expire, "expire-session", leader, "expire-session"),
-        _at(heal, "stop-partition", None, "leader-from-followers"),
-    )
+    target = {"then": "isolate", "topic": "kchaos", "partition": 0}
+    fault = "shrink-isr-isolate-leader"
+    return (_at(3.0, "shrink-isr", target, fault),
+            _at(UNCLEAN_2013_HEAL, "heal-targeted", None, fault))
 
 
 SCENARIOS: dict[str, Scenario] = {
     "unclean-2013": Scenario(
         name="unclean-2013",
-        description="cut a leader off from its followers, let it accept writes, expire its "
-                    "ZooKeeper session, heal: acknowledged writes lost to an unclean election",
-        config={"acks": "all", "time_limit": 30.0, "keys": 2, "nemesis": "none"},
+        description="cut a leader off from its followers until the ISR is the leader alone, "
+                    "let it accept writes, isolate it until an out-of-sync follower is "
+                    "elected, heal: acknowledged writes lost to an unclean election",
+        config={"acks": "all", "time_limit": 40.0, "keys": 2, "nemesis": "none"},
         broker_config={"unclean.leader.election.enable": "true", "min.insync.replicas": "1",
                        "replica.lag.time.max.ms": "3000"},
         schedule=_unclean_2013,
-        faults=("leader-from-followers", "expire-session"),
+        faults=("shrink-isr-isolate-leader",),
     ),
 }

@@ -15,6 +15,7 @@ fault and what to do (`refusal`).
     HasZooKeeper       a ZooKeeper ensemble: its nodes, a member's mode, registrations
     HasQuorum          a metadata quorum of its own (KRaft): its voters, the active one
     HasDedicatedQuorum   that quorum on controller nodes apart from the brokers
+    SeparateMetadataStore  ZooKeeper or the quorum on nodes apart from the brokers
     VMControl          nodes that are whole machines: power off and on, freeze, thaw
     LosesUnflushed     brokers that lose what they had not fsynced when killed
 
@@ -44,6 +45,7 @@ __all__ = [
     "PartitionState",
     "PartitionableNetwork",
     "Pausable",
+    "SeparateMetadataStore",
     "Snapshot",
     "VMControl",
     "dedicated_controllers",
@@ -205,6 +207,13 @@ class HasDedicatedQuorum(HasQuorum, Protocol):
 
 
 @runtime_checkable
+class SeparateMetadataStore(Nodes, Protocol):
+    """The metadata store (ZooKeeper, or a KRaft quorum of dedicated controllers) on nodes
+    apart from the brokers, so that a broker cut off from the other brokers still reaches
+    it (and can shrink its ISR); a declaration, no methods."""
+
+
+@runtime_checkable
 class VMControl(Nodes, Protocol):
     """Nodes that are whole machines."""
 
@@ -233,6 +242,7 @@ NAMES: dict[type, str] = {
     HasZooKeeper: "ZooKeeper",
     HasQuorum: "a metadata quorum of its own (KRaft)",
     HasDedicatedQuorum: "dedicated controllers (a quorum apart from the brokers)",
+    SeparateMetadataStore: "a metadata store on nodes apart from the brokers",
     VMControl: "VM control",
     LosesUnflushed: "brokers that lose their unflushed data when killed",
 }

@@ -163,8 +163,9 @@ def parse_ssh_config(text: str) -> dict[str, dict[str, str]]:
 def vagrant_inventory(directory: Path | str, config_text: str | None = None,
                       dir: str = "/opt/kchaos") -> Inventory:
     """The machines of a Vagrant directory: `n*` are brokers, `z*` ZooKeepers, `c*`
-    dedicated KRaft controllers (as vagrant/Vagrantfile names them). Host keys go to `<directory>/.vagrant/...`; the
-    service address is left to the node (`/etc/kchaos/address`, see harness.control.ssh)."""
+    dedicated KRaft controllers (as vagrant/Vagrantfile names them). Host keys go to
+    `<directory>/.vagrant/...`; the service address is left to the node
+    (`/etc/kchaos/address`, see harness.control.ssh)."""
     directory = Path(directory).resolve()
     if config_text is None:
         config_text = _vagrant_ssh_config(directory)

@@ -24,6 +24,7 @@ from nemesis.capabilities import (
     Offer,
     PartitionableNetwork,
     Pausable,
+    SeparateMetadataStore,
     VMControl,
 )
 
@@ -86,6 +87,12 @@ class ClusterDB:
         why_not = dict(self.why_not)
         if self.spec.launcher.uses_zookeeper:
             has.add(HasZooKeeper)
+            if self.spec.colocate:
+                why_not.setdefault(SeparateMetadataStore, (
+                    f"--db {self.name} with --colocate runs ZooKeeper on the broker nodes, "
+                    f"so a broker cut off from the others loses it too: drop --colocate"))
+            else:
+                has.add(SeparateMetadataStore)
             for capability in (HasQuorum, HasDedicatedQuorum):
                 why_not.setdefault(capability, (
                     f"--db {self.name} keeps its metadata in ZooKeeper, not in a KRaft "
@@ -94,11 +101,15 @@ class ClusterDB:
         else:
             has.add(HasQuorum)
             if self.spec.controllers:
-                has.add(HasDedicatedQuorum)
+                has |= {HasDedicatedQuorum, SeparateMetadataStore}
             else:
-                why_not.setdefault(HasDedicatedQuorum, (
-                    f"--db {self.name} runs its controllers on the broker nodes (combined): "
-                    f"add --controllers 3 for a quorum of its own"))
+                combined = (f"--db {self.name} runs its controllers on the broker nodes "
+                            f"(combined)")
+                why_not.setdefault(HasDedicatedQuorum,
+                                   f"{combined}: add --controllers 3 for a quorum of its own")
+                why_not.setdefault(SeparateMetadataStore, (
+                    f"{combined}, so a broker cut off from the others loses the quorum "
+                    f"too: add --controllers 3 for a quorum of its own"))
         has -= why_not.keys()
         backend = self.spec.backend
         if backend in MACHINE_BACKENDS:

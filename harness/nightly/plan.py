@@ -25,7 +25,7 @@
     seeds = [1, 2]                # default: the plan's
     options = {scenario = "unclean-2013"}
     expect = {anomalies = ["lost-write"], attributed_to = "unclean-election"}
-    needs = ["expire-session"]    # default: at least one of the cell's faults
+    needs = ["shrink-isr-isolate-leader"]  # default: one of the cell's faults
 
     [[cell]]
     name = "acks1-kill-leader"

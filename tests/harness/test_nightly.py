@@ -78,7 +78,7 @@ def test_a_matrix_expands_to_named_cells_with_merged_options_and_seed_major_runs
     assert unclean.options["nemesis"] == "partition" and unclean.seeds == (1, 2)
     assert unclean.expect == Expectation(("lost-write",), "unclean-election", 1)
     staged = plan.cells[-1]
-    assert staged.seeds == (7,) and staged.time_limit == 30.0  # the scenario's time limit wins
+    assert staged.seeds == (7,) and staged.time_limit == 40.0  # the scenario's time limit wins
     assert staged.run_options(7, Path("/s"))["no_check"] is True
     runs = [(cell.name, seed) for cell, seed in plan.runs()]
     assert runs[:9] == [(name, 1) for name in names[:8]] + [("staged.kchaos", 7)]
@@ -347,8 +347,8 @@ def test_by_default_one_of_the_cells_faults_must_take_effect_and_needs_empty_opt
     del no_accounting["checkers"]["faults"]
     assert "no fault accounting" in facts_of(no_accounting, default, history).inconclusive
     staged = plan_of('[[cell]]\nname = "s"\noptions = {scenario = "unclean-2013"}\n'
-                     'needs = ["expire-session"]').cells[0]
-    assert staged.faults == ("leader-from-followers", "expire-session")
+                     'needs = ["shrink-isr-isolate-leader"]').cells[0]
+    assert staged.faults == ("shrink-isr-isolate-leader",)
 
 
 def test_a_valid_cell_needs_conclusive_in_conclusive_runs_all_valid(history):

@@ -76,10 +76,12 @@ def test_the_unclean_scenario_layers_its_configuration_and_stages_its_faults():
     config = load_config(None, {"scenario": "unclean-2013", "seed": 1})
     assert config.db.broker_config["unclean.leader.election.enable"] == "true"
     assert config.db.broker_config["min.insync.replicas"] == "1"
-    assert config.run.time_limit == 30.0 and config.nemesis.nemesis == "none"
+    assert config.run.time_limit == 40.0 and config.nemesis.nemesis == "none"
     scenario = SCENARIOS["unclean-2013"]
     fs = [op["f"] for op in scenario.schedule(config.db.broker_config)]
-    assert fs == ["start-partition", "expire-session", "stop-partition"]
+    assert fs == ["shrink-isr", "heal-targeted"]
+    assert scenario.schedule(config.db.broker_config)[0]["value"] == {
+        "then": "isolate", "topic": "kchaos", "partition": 0}
     times = [op["time"] for op in scenario.schedule(config.db.broker_config)]
     assert times == sorted(times) and times[-1] < config.run.time_limit * 1e9
     test = build_test(config)
