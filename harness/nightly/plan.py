@@ -9,6 +9,9 @@
     time_limit = 60
     nodes = 3
 
+    [db_defaults.kafka]           # options of every run on one db, over the defaults
+    kafka_version = "3.9.1"
+
     [matrix]                      # a cross product: dbs x workloads x nemeses x configurations
     dbs = ["kchaos", "kafka"]
     workloads = ["queue"]
@@ -45,11 +48,12 @@ the runs' test name (their store folder), the junit classname and the key of the
 index's trends: `<configuration>.<workload>.<nemesis>.<db>` for a matrix cell (a
 nemesis list's commas become `+`; without `nemeses` the nemesis part is `default`,
 without `configurations` the configuration is `default`) and `<name>.<db>` for an
-explicit cell. A run's options are the defaults, then the configuration's (or the
-cell's) options, tables such as `broker_config` merged key by key; the night sets
-`name`, `seed`, `store` and `no_check` itself, so a plan may not. Each cell's options
-are validated as `kchaos run --config` validates them, before anything starts; as there,
-a `scenario`'s own settings (its time limit, keys, nemesis) win over the plan's.
+explicit cell. A run's options are the defaults, then its db's `db_defaults`, then the
+configuration's (or the cell's) options, tables such as `broker_config` merged key by
+key; the night sets `name`, `seed`, `store` and `no_check` itself, so a plan may not.
+Each cell's options are validated as `kchaos run --config` validates them, before
+anything starts; as there, a `scenario`'s own settings (its time limit, keys, nemesis)
+win over the plan's.
 
 Expectations (`harness.nightly.verdicts` evaluates them): `expect = "valid"` (the
 default) or a table `{anomalies = [...], any_of = [...], attributed_to = "...", found_in = N,
@@ -89,7 +93,8 @@ __all__ = ["Cell", "Expectation", "Plan", "PlanError", "load_plan", "parse_plan"
 SUITES = Path(__file__).parent / "suites"
 NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.+-]*\Z")
 SET_BY_NIGHT = ("name", "seed", "store", "no_check", "config")
-TOP_KEYS = ("name", "description", "budget", "seeds", "parallel", "defaults", "matrix", "cell")
+TOP_KEYS = ("name", "description", "budget", "seeds", "parallel", "defaults", "db_defaults",
+            "matrix", "cell")
 MATRIX_KEYS = ("dbs", "workloads", "nemeses", "configurations")
 CELL_KEYS = ("name", "description", "dbs", "seeds", "options", "expect", "needs", "control_of",
              "compare")
@@ -255,14 +260,19 @@ def parse_plan(data: Mapping[str, Any], source: str) -> Plan:
         raise PlanError(f"{source}: parallel must be an integer >= 1, got {parallel!r}")
     seeds = _seeds(data.get("seeds", [1]), source, "seeds")
     defaults = _options(data.get("defaults", {}), source, "defaults")
+    by_db = data.get("db_defaults", {})
+    if not isinstance(by_db, Mapping):
+        raise PlanError(f"{source}: db_defaults must be tables [db_defaults.DB] of options")
+    db_defaults = {db: _options(options, source, f"db_defaults.{db}")
+                   for db, options in by_db.items()}
     cells: list[Cell] = []
     if "matrix" in data:
-        cells += _matrix(data["matrix"], defaults, seeds, source)
+        cells += _matrix(data["matrix"], defaults, db_defaults, seeds, source)
     entries = data.get("cell", [])
     if not isinstance(entries, list):
         raise PlanError(f"{source}: cell must be an array of tables ([[cell]] entries)")
     for i, entry in enumerate(entries):
-        cells += _explicit(entry, defaults, seeds, source, f"cell[{i}]")
+        cells += _explicit(entry, defaults, db_defaults, seeds, source, f"cell[{i}]")
     if not cells:
         raise PlanError(f"{source}: no cells; add a [matrix] or [[cell]] entries")
     seen: dict[str, Cell] = {}
@@ -436,8 +446,8 @@ def _needs(value: Any, source: str, where: str) -> tuple[str, ...] | None:
     return tuple(dict.fromkeys(value))
 
 
-def _matrix(matrix: Any, defaults: dict[str, Any], seeds: tuple[int, ...],
-            source: str) -> list[Cell]:
+def _matrix(matrix: Any, defaults: dict[str, Any], db_defaults: Mapping[str, dict[str, Any]],
+            seeds: tuple[int, ...], source: str) -> list[Cell]:
     _known_keys(matrix, MATRIX_KEYS, source, "matrix.")
     dbs = _names(matrix.get("dbs", [defaults.get("db", "kchaos")]), source, "matrix.dbs")
     workloads = _names(matrix.get("workloads", [defaults.get("workload", "queue")]), source,
@@ -467,13 +477,13 @@ def _matrix(matrix: Any, defaults: dict[str, Any], seeds: tuple[int, ...],
                                       (nemesis or DEFAULT).replace(",", "+"), db))
                     layer = {"workload": workload, **({"nemesis": nemesis} if nemesis else {})}
                     cells.append(_cell(label, label, db, config_name,
-                                       _merge(defaults, options, layer), seeds, expect,
-                                       needs, source))
+                                       _merge(defaults, db_defaults.get(db, {}), options,
+                                              layer), seeds, expect, needs, source))
     return cells
 
 
-def _explicit(entry: Any, defaults: dict[str, Any], seeds: tuple[int, ...], source: str,
-              where: str) -> list[Cell]:
+def _explicit(entry: Any, defaults: dict[str, Any], db_defaults: Mapping[str, dict[str, Any]],
+              seeds: tuple[int, ...], source: str, where: str) -> list[Cell]:
     _known_keys(entry, CELL_KEYS, source, f"{where}.")
     label = entry.get("name")
     if not isinstance(label, str) or not NAME.match(label):
@@ -496,7 +506,8 @@ def _explicit(entry: Any, defaults: dict[str, Any], seeds: tuple[int, ...], sour
         raise PlanError(f"{source}: {where}.compare must be a plain name (the table the "
                         f"cell is shown in, side by side with the others of that name), "
                         f"got {compare!r}")
-    return [replace(_cell(f"{label}.{db}", label, db, "", _merge(defaults, options),
+    return [replace(_cell(f"{label}.{db}", label, db, "",
+                          _merge(defaults, db_defaults.get(db, {}), options),
                           cell_seeds, expect, needs, source), control_of=control_of,
                     compare=compare)
             for db in dbs]

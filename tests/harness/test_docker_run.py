@@ -141,7 +141,8 @@ def test_a_kafka_run_in_containers_gets_the_jars_uploaded_and_is_valid(docker_ho
     base_url, image, client = docker_host
     store = tmp_path / "store"
     monkeypatch.setenv("KCHAOS_STATE_DIR", str(tmp_path / "state"))
-    done = _kchaos_run(store, base_url, image, "--db", "kafka", "--nemesis", "kill-leader",
+    done = _kchaos_run(store, base_url, image, "--db", "kafka", "--kafka-version", "3.9.1",
+                       "--nemesis", "kill-leader",
                        "--nemesis-interval", "6")
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     run = (store / "latest").resolve()

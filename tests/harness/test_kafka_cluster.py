@@ -67,8 +67,8 @@ def read_all(bootstrap: str, topic: str) -> list[int]:
 @pytest.mark.long
 def test_acks_all_writes_survive_a_leader_kill_and_restart(tmp_path):
     env = dict(os.environ, KCHAOS_STATE_DIR=str(tmp_path / "state"))
-    up = kchaos(env, "cluster", "up", "--db", "kafka", "--nodes", "3", "--zookeepers", "1",
-                "--dir", str(tmp_path / "nodes"), "--json")
+    up = kchaos(env, "cluster", "up", "--db", "kafka", "--kafka-version", "3.9.1", "--nodes",
+                "3", "--zookeepers", "1", "--dir", str(tmp_path / "nodes"), "--json")
     assert up.returncode == 0, up.stderr
     info = json.loads(up.stdout)
     try:
@@ -116,8 +116,8 @@ def test_acks_all_writes_survive_a_leader_kill_and_restart(tmp_path):
 
 def test_cluster_up_refuses_a_property_kafka_does_not_know(tmp_path):
     env = dict(os.environ, KCHAOS_STATE_DIR=str(tmp_path / "state"))
-    up = kchaos(env, "cluster", "up", "--db", "kafka", "--nodes", "1", "--zookeepers", "1",
-                "--broker-config", "no.such.property=1")
+    up = kchaos(env, "cluster", "up", "--db", "kafka", "--kafka-version", "3.9.1", "--nodes",
+                "1", "--zookeepers", "1", "--broker-config", "no.such.property=1")
     assert up.returncode == 3
     assert "no.such.property" in up.stderr and "Apache Kafka 3.9.1" in up.stderr
     assert not (tmp_path / "state").exists() or not any((tmp_path / "state").iterdir())
@@ -126,8 +126,8 @@ def test_cluster_up_refuses_a_property_kafka_does_not_know(tmp_path):
 def test_a_short_kchaos_run_on_kafka_is_valid_and_keeps_its_logs(tmp_path):
     store = tmp_path / "store"
     done = subprocess.run(
-        [KCHAOS, "run", "--db", "kafka", "--store", str(store), "--nodes", "3",
-         "--zookeepers", "1", "--time-limit", "15", "--nemesis", "kill-leader",
+        [KCHAOS, "run", "--db", "kafka", "--kafka-version", "3.9.1", "--store", str(store),
+         "--nodes", "3", "--zookeepers", "1", "--time-limit", "15", "--nemesis", "kill-leader",
          "--nemesis-interval", "5", "--seed", "5", "--final-read-seconds", "30"],
         capture_output=True, text=True, timeout=380)
     (tmp_path / "stdout.txt").write_text(done.stdout + "\n--- stderr ---\n" + done.stderr)

@@ -15,7 +15,7 @@ from harness.db.kafka.db import KafkaOptions, check_kafka_config
 from harness.db.kafka.distribution import (
     CACHE,
     COMPLETE,
-    DEFAULT_VERSION,
+    ZOOKEEPER_VERSION,
     Distribution,
     KafkaUnavailable,
     fetch,
@@ -74,7 +74,7 @@ def test_kafka_home_without_libs_or_broker_jar_is_explained(tmp_path):
 
 @needs_jars
 def test_the_property_names_come_from_kafka_itself():
-    names = fetch(DEFAULT_VERSION).config_names()
+    names = fetch(ZOOKEEPER_VERSION).config_names()
     assert {"min.insync.replicas", "unclean.leader.election.enable",
             "zookeeper.session.timeout.ms", "replica.lag.time.max.ms",
             "log.segment.bytes", "default.replication.factor"} <= names

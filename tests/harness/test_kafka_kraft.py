@@ -191,6 +191,8 @@ def test_bad_kraft_input_is_one_line_exit_3_and_starts_nothing(tmp_path, args, s
 def test_a_kraft_cluster_counts_no_zookeeper_nodes():
     assert KafkaOptions(kafka_version="4.1.1").zookeeper_nodes() == 0
     assert KafkaOptions(metadata="kraft").zookeeper_nodes() == 0
-    assert KafkaOptions().zookeeper_nodes() == 3
-    assert KafkaOptions(zookeepers=1).zookeeper_nodes() == 1
-    assert KafkaOptions(zookeepers=1, colocate=True).zookeeper_nodes() == 0
+    assert KafkaOptions().zookeeper_nodes() == 0, "the default version is a 4.x, KRaft only"
+    assert KafkaOptions(kafka_version="3.9.1").zookeeper_nodes() == 3
+    assert KafkaOptions(kafka_version="3.9.1", zookeepers=1).zookeeper_nodes() == 1
+    assert KafkaOptions(kafka_version="3.9.1", zookeepers=1,
+                        colocate=True).zookeeper_nodes() == 0

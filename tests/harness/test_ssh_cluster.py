@@ -18,7 +18,7 @@ from kafka import KafkaConsumer, KafkaProducer
 from harness.control.ssh import ssh_runs
 from harness.db import Cluster, ClusterSpec
 from harness.db.kafka.broker import KafkaBroker
-from harness.db.kafka.distribution import DEFAULT_VERSION, fetch
+from harness.db.kafka.distribution import ZOOKEEPER_VERSION, fetch
 from nemesis.partition import Firewall, PartitionNemesis
 from nemesis.process import KillNemesis
 from tests.support import requirements
@@ -172,12 +172,12 @@ def test_the_reaper_takes_an_ssh_cluster_down_after_kill_9_of_its_owner(hosts, t
             owner.wait()
 
 
-@requirements.kafka_jars()
+@requirements.kafka_jars(ZOOKEEPER_VERSION)
 @pytest.mark.long
 def test_apache_kafka_runs_on_ssh_hosts(hosts, tmp_path):
     inventory = hosts.inventory(tmp_path / "i.toml", python=sys.executable,
                                 dir=str(tmp_path / "opt"))
-    distribution = fetch(DEFAULT_VERSION)
+    distribution = fetch(ZOOKEEPER_VERSION)
     launcher = KafkaBroker(distribution.version, str(distribution.libs), distribution.main_jar)
     spec = ClusterSpec(brokers=3, zookeepers=1, broker_config=BROKER_CONFIG,
                        base_dir=str(tmp_path / "work"), backend="ssh",

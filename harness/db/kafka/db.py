@@ -17,7 +17,13 @@ from dataclasses import dataclass, field
 from harness.db.cluster import MAX_CONTROLLERS
 from harness.db.cluster_db import ClusterDB, ClusterOptions, cluster_spec
 from harness.db.kafka.broker import KafkaBroker, kafka_release
-from harness.db.kafka.distribution import DEFAULT_VERSION, VERSIONS, KafkaUnavailable, resolve
+from harness.db.kafka.distribution import (
+    DEFAULT_VERSION,
+    VERSIONS,
+    ZOOKEEPER_VERSION,
+    KafkaUnavailable,
+    resolve,
+)
 from harness.db.kafka.kraft import new_cluster_id
 from harness.db.part import DBContext, DBKind
 from nemesis.capabilities import HasZooKeeper, LosesUnflushed
@@ -52,8 +58,9 @@ class KafkaOptions(ClusterOptions):
         "metavar": "DIR"})
     metadata: str | None = field(default=None, metadata={
         "help": "where the cluster keeps its metadata: kraft (a controller quorum, Kafka "
-                "3.3 and later, the only mode of 4.x) or zookeeper (before 4.0); default: "
-                "zookeeper before 4.0, kraft from 4.0",
+                "3.3 and later, the only mode of 4.x) or zookeeper (before 4.0, e.g. "
+                f"--kafka-version {ZOOKEEPER_VERSION}); default: zookeeper before 4.0, "
+                "kraft from 4.0",
         "choices": METADATA_MODES})
     controllers: int = field(default=0, metadata={
         "help": "KRaft: dedicated controller nodes (process.roles=controller), 1 to "
@@ -124,11 +131,12 @@ def metadata_mode(version: str, asked: str | None) -> str:
     mode = asked or ("kraft" if release >= (4, 0) else "zookeeper")
     if mode == "zookeeper" and release >= (4, 0):
         raise ValueError(f"Kafka {version} has no ZooKeeper mode (Kafka 4.0 removed it): "
-                         f"drop --metadata zookeeper, or choose --kafka-version 3.9.1")
+                         f"drop --metadata zookeeper, or choose --kafka-version "
+                         f"{ZOOKEEPER_VERSION}")
     if mode == "kraft" and release < KRAFT_SINCE:
         raise ValueError(f"Kafka {version} has no production KRaft mode (it came with "
                          f"{'.'.join(map(str, KRAFT_SINCE))}): use --metadata zookeeper, or "
-                         f"choose --kafka-version {DEFAULT_VERSION} or a 4.x one")
+                         f"choose --kafka-version {ZOOKEEPER_VERSION} or a 4.x one")
     return mode
 
 

@@ -23,13 +23,15 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["CACHE", "DEFAULT_VERSION", "VERSIONS", "Distribution", "KafkaUnavailable",
-           "Release", "fetch", "from_home", "resolve"]
+__all__ = ["CACHE", "DEFAULT_VERSION", "VERSIONS", "ZOOKEEPER_VERSION", "Distribution",
+           "KafkaUnavailable", "Release", "fetch", "from_home", "resolve"]
 
 POM = Path(__file__).with_name("pom.xml")
 CONFIG_NAMES_SOURCE = Path(__file__).with_name("ConfigNames.java")
 CACHE = Path(__file__).resolve().parents[3] / ".cache" / "kafka"
-DEFAULT_VERSION = "3.9.1"
+# The newest release that starts here (KRaft only), and the newest with ZooKeeper mode.
+DEFAULT_VERSION = "4.2.0"
+ZOOKEEPER_VERSION = "3.9.1"
 
 
 @dataclass(frozen=True)
