@@ -75,3 +75,18 @@ def test_the_versions_suite_compares_the_three_metadata_modes_on_one_schedule():
     assert {c.faults for c in cells} == {("shrink-isr-kill-leader",)}
     assert [c.zookeepers for c in cells] == [1, 0, 0]
     assert all(c.expect.valid for c in cells)
+
+
+def test_db_defaults_apply_to_that_dbs_cells_only():
+    plan = parse_plan({"name": "p", "defaults": {"time_limit": 10, "zookeepers": 1},
+                       "db_defaults": {"kafka": {"kafka_version": "3.9.1"}},
+                       "cell": [{"name": "a", "dbs": ["kchaos", "kafka"]},
+                                {"name": "b", "dbs": ["kafka"],
+                                 "options": {"kafka_version": "2.8.2"}}]}, "p.toml")
+    by_name = {cell.name: cell for cell in plan.cells}
+    assert "kafka_version" not in by_name["a.kchaos"].options
+    assert by_name["a.kafka"].options["kafka_version"] == "3.9.1"
+    assert by_name["a.kafka"].zookeepers == 1
+    assert by_name["b.kafka"].options["kafka_version"] == "2.8.2", "a cell's options win"
+    with pytest.raises(PlanError, match="db_defaults must be tables"):
+        parse_plan({"name": "p", "db_defaults": 3, "cell": [{"name": "a"}]}, "p.toml")

@@ -159,3 +159,26 @@ def test_kafka_on_kraft_refuses_zookeeper_faults_and_combined_controllers_dedica
                                       "controllers": 3}))
     with pytest.raises(ConfigError, match="--controllers must be 0 to 9, got 11"):
         build_test(load_config(None, {**kraft, "controllers": 11}))
+
+
+def test_shrinking_an_isr_needs_a_metadata_store_apart_from_the_brokers():
+    with pytest.raises(ConfigError, match="--nemesis shrink-isr-isolate-leader needs a metadata "
+                                          "store on nodes apart from the brokers; --db kchaos "
+                                          "with --colocate runs ZooKeeper on the broker nodes"):
+        build_test(load_config(None, {"nemesis": "shrink-isr-isolate-leader",
+                                      "colocate": True, "zookeepers": 1}))
+    assert "shrink-isr-kill-leader" in build_test(load_config(None, {"nemesis": "targeted"})
+                                                  ).nemesis.faults
+
+
+@pytest.mark.skipif(not (CACHE / "4.1.1" / COMPLETE).exists(),
+                    reason="Kafka 4.1.1's jars are not cached: make bootstrap")
+def test_unclean_2013_on_combined_kraft_nodes_is_refused_naming_controllers():
+    kraft = {"db": "kafka", "kafka_version": "4.1.1", "scenario": "unclean-2013"}
+    with pytest.raises(ConfigError, match="needs a metadata store on nodes apart from the "
+                                          "brokers; --db kafka runs its controllers on the "
+                                          "broker nodes .combined., so a broker cut off from "
+                                          "the others loses the quorum too: add --controllers 3"):
+        build_test(load_config(None, kraft))
+    staged = build_test(load_config(None, {**kraft, "controllers": 3}))
+    assert staged.nemesis.faults == ("shrink-isr-isolate-leader",)
