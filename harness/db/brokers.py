@@ -32,7 +32,7 @@ from harness.db.processes import ServiceProcesses
 from nemesis.capabilities import PartitionState
 
 __all__ = ["CONTROLLER_ID_BASE", "BrokerLauncher", "BrokerSet", "KchaosBroker", "QuorumState",
-           "chaos_defaults", "exchange", "metadata", "partitions_metadata",
+           "chaos_defaults", "exchange", "metadata", "newest_leader", "partitions_metadata",
            "server_properties"]
 
 CLIENT_PORT = 9092
@@ -84,6 +84,16 @@ class QuorumState:
 
     leader_id: int
     leader_epoch: int
+
+
+def newest_leader(states: Iterable[QuorumState | None]) -> tuple[int, int] | None:
+    """(leader node id, epoch) of the newest epoch any of the voters' `states` names a
+    leader in; None when none does."""
+    known = [state for state in states if state is not None and state.leader_id >= 0]
+    if not known:
+        return None
+    newest = max(known, key=lambda state: state.leader_epoch)
+    return newest.leader_id, newest.leader_epoch
 
 
 class BrokerLauncher(Protocol):
@@ -340,13 +350,9 @@ class BrokerSet(ServiceProcesses):
                 for node in self.nodes if self.running(node)}
 
     def quorum(self) -> tuple[int, int] | None:
-        """(leader node id, leader epoch) of the metadata quorum: the newest epoch any
-        running voter's state names a leader in; None without a quorum or a leader."""
-        known = [s for s in self.voter_states().values() if s is not None and s.leader_id >= 0]
-        if not known:
-            return None
-        newest = max(known, key=lambda state: state.leader_epoch)
-        return newest.leader_id, newest.leader_epoch
+        """(leader node id, leader epoch) of the metadata quorum as its running voters see
+        it (`newest_leader`); None without a quorum or a leader."""
+        return newest_leader(self.voter_states().values())
 
     def healthy(self, nodes: Sequence[str] | None = None) -> str | None:
         """None when healthy, else what is missing."""

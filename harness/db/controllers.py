@@ -12,7 +12,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 from harness.control import Process, Remote
-from harness.db.brokers import CONTROLLER_ID_BASE, BrokerLauncher, QuorumState
+from harness.db.brokers import CONTROLLER_ID_BASE, BrokerLauncher, QuorumState, newest_leader
 from harness.db.files import ServiceExited, last_error_line, put_text
 from harness.db.processes import ServiceProcesses
 
@@ -71,13 +71,9 @@ class ControllerSet(ServiceProcesses):
                 for node in self.nodes if self.running(node)}
 
     def quorum(self) -> tuple[int, int] | None:
-        """(leader node id, epoch): the newest epoch a running controller names a leader
-        in; None when none does."""
-        known = [s for s in self.voter_states().values() if s is not None and s.leader_id >= 0]
-        if not known:
-            return None
-        newest = max(known, key=lambda state: state.leader_epoch)
-        return newest.leader_id, newest.leader_epoch
+        """(leader node id, epoch) as the running controllers see it (`newest_leader`);
+        None when none names a leader."""
+        return newest_leader(self.voter_states().values())
 
     def wait_leader(self, timeout: float = 60.0) -> None:
         """Until a running controller names a quorum leader; ServiceExited when one of
