@@ -19,7 +19,10 @@ first op that reveals it (pure functions over a run's history and its witnesses)
   witness, the latest of the ops it names (the op that completes a cycle, the read that
   saw an aborted write).
 - The episode that caused it: for a loss attributed to an election (the witness names
-  its `election`), the last episode that started at or before that election; otherwise
+  its `election`), the last episode that started at or before that election, and not
+  after the reveal (a write a deposed leader acknowledged after its successor's
+  election is attributed to the next election, which may come after the loss showed:
+  a fenced broker's clients write to it until the cut heals); otherwise
   the episode that had acted (its result came) and had not ended by the witness's
   earliest op (the last one started), else the first that started after that op and
   before the reveal. Without one, the time counts from the test's start. The time runs
@@ -249,7 +252,7 @@ def _cause(witness: Mapping[str, Any], first: int, reveal: int, scan: HistorySca
     election = witness.get("election")
     if isinstance(election, Mapping) and isinstance(election.get("time"), int | float) \
             and start_wall_ms is not None:
-        at = (election["time"] - start_wall_ms) * NS_PER_MS
+        at = min((election["time"] - start_wall_ms) * NS_PER_MS, reveal)
         before = [e for e in scan.episodes if e.start <= at]
         return before[-1] if before else None
     in_force = [e for e in scan.episodes if e.acted <= first

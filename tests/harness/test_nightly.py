@@ -779,3 +779,25 @@ def test_a_run_gives_its_median_workload_failover_and_its_seconds_without_an_ok_
     assert (quiet.failover_s, quiet.idle_s) == (None, None)
     outcome = cell_outcome(cell, [facts, quiet])
     assert (outcome.median_failover_s, outcome.median_idle_s) == (6.5, 7)
+
+
+def test_a_loss_attributed_to_an_election_after_its_reveal_counts_from_a_fault_before_it(
+        tmp_path):
+    # acked at 2 s by a leader fenced at 10 s; the loss shows at 14 s; the checker names
+    # the next election, at 25 s, after a second fault at 20 s
+    poll = ["poll", {"1": [[1, 11]]}]
+    history = write_history(tmp_path / "h.jsonl", [
+        (1 * S, "invoke", 0, "send", [["send", 1, 10]]),
+        (2 * S, "ok", 0, "send", [["send", 1, [0, 10]]]),
+        (10 * S, "info", "nemesis", "kill", {"n1": "killed"}),
+        (12 * S, "info", "nemesis", "start", {"n1": "started"}),
+        (14 * S - 1, "invoke", 1, "poll", [["poll"]]),
+        (14 * S, "ok", 1, "poll", [poll]),
+        (20 * S, "info", "nemesis", "kill", {"n2": "killed"}),
+        (22 * S, "info", "nemesis", "start", {"n2": "started"})])
+    cell = cell_of('{anomalies = ["lost-write"], attributed_to = "clean-election"}')
+    start_wall_ms = 1_000_000
+    body = results(True, {"elections": {"clean-election-loss": {"count": 1, "examples": [
+        lost(1, 5, election_ms=start_wall_ms + 25_000)]}}})
+    facts = facts_of(body, cell, history, {"start_wall_ms": start_wall_ms})
+    assert facts.detection["fault_start_s"] == 10.0 and facts.detection_s >= 0
