@@ -36,17 +36,20 @@ def _at(seconds: float, f: str, value: Any, fault: str) -> dict:
 # When the unclean-2013 scenario lifts its cut: the staged op waits for the ISR to shrink
 # and for the election (ops run one at a time), so this is a latest, not a moment.
 UNCLEAN_2013_HEAL = 20.0
+# Seconds the leader acknowledges writes alone, once the ISR is the leader alone.
+UNCLEAN_2013_HOLD = 2.0
 
 
 def _unclean_2013(broker_config: Mapping[str, str]) -> tuple[dict, ...]:
-    """Kafka 2013 (KAFKA-1211 era, Jepsen's Kafka post): partition 0's leader loses its
-    followers but keeps its metadata store (ZooKeeper, or dedicated controllers). Driven by
-    what the cluster shows, not by timers: one `shrink-isr` op waits until the ISR is the
-    leader alone (it acknowledges acks=all writes alone meanwhile, min.insync.replicas=1),
-    isolates it from every node, the store included, and waits for the controller to elect
+    """Kafka 2013 (KAFKA-1211 era, Jepsen's Kafka post): a partition's leader loses its
+    followers but keeps its metadata store (ZooKeeper, or dedicated controllers; on Kafka
+    with ZooKeeper, a partition the controller leads). Driven by what the cluster shows,
+    not by timers: one `shrink-isr` op waits until the ISR is the leader alone, holds 2 s
+    while it acknowledges acks=all writes alone (min.insync.replicas=1), isolates it from
+    every node, the store included, and waits for the controller to elect
     an out-of-sync follower (unclean); the cut is lifted after it, and the old leader
     truncates what it had acknowledged."""
-    target = {"then": "isolate", "topic": "kchaos", "partition": 0}
+    target = {"then": "isolate", "topic": "kchaos", "hold": UNCLEAN_2013_HOLD}
     fault = "shrink-isr-isolate-leader"
     return (_at(3.0, "shrink-isr", target, fault),
             _at(UNCLEAN_2013_HEAL, "heal-targeted", None, fault))

@@ -2,13 +2,17 @@
 the cluster to react (through ZooKeeper, as nemeses see it) and says what it saw.
 
 - `shrink-isr` with value "kill" or "isolate" (or `{"then": ..., "topic": t, "partition":
-  p}`): cut a partition's leader off from its followers (not from ZooKeeper), wait until
-  its ISR in ZooKeeper is the leader alone (at most replica.lag.time.max.ms + a margin: the
-  leader acknowledges writes alone meanwhile when min.insync.replicas=1), then kill -9 the
-  leader, or isolate it from every node, ZooKeeper included; then wait (at most two
-  session timeouts + a margin) for the controller to elect another leader, out of sync,
-  so an unclean election when it is enabled, or to leave the partition offline.
-  Jepsen's 2013 Kafka scenario, without the staging.
+  p, "hold": s}`): cut a partition's leader off from its followers (not from ZooKeeper),
+  wait until its ISR in ZooKeeper is the leader alone (at most replica.lag.time.max.ms + a
+  margin: the leader acknowledges writes alone meanwhile when min.insync.replicas=1; and
+  `hold` seconds more once it is), then kill -9 the leader, or isolate it from every
+  node, ZooKeeper included; then wait (at most two session timeouts + a margin) for the
+  controller to elect another leader, out of sync, so an unclean election when it is
+  enabled, or to leave the partition offline.
+  Jepsen's 2013 Kafka scenario, without the staging. Where the controller is a broker,
+  a partition it leads, or of which it is no replica, is preferred: Kafka since 2.7 shrinks
+  an ISR by asking the controller, which a leader cut off from a controller that follows
+  it cannot.
 - `kill-new-leader` with value "leader" (or `{"topic": t, "partition": p}`): kill -9 a
   partition's leader, wait for the next election, kill the newly elected leader the
   moment it takes over, and wait for the election after that: fast successive leader
@@ -58,6 +62,7 @@ from typing import Any, Protocol
 from nemesis import grudge as grudges
 from nemesis.base import BaseNemesis, completed, no_target, skipped
 from nemesis.capabilities import (
+    HasController,
     HasCoordinator,
     HasLeaders,
     Killable,
@@ -78,7 +83,8 @@ class Target(PartitionableNetwork, Killable, HasLeaders, Protocol):
 
 __all__ = ["DEPOSED_SECONDS", "ELECTION_MARGIN", "LAYER", "QUALIFY_POLL", "QUALIFY_SECONDS",
            "SETTLE_SECONDS", "SHRINK_MARGIN", "STRAND_SECONDS", "StrandPlan", "Target",
-           "TargetedNemesis", "choose_plan", "settled", "strand_candidates", "strandable"]
+           "TargetedNemesis", "choose_plan", "reaches_controller", "settled", "strand_candidates",
+           "strandable"]
 
 LAYER = "targeted"
 STRAND_SECONDS = 1.0  # stranded followers truncate meanwhile; they stay in the ISR
@@ -93,6 +99,19 @@ QUALIFY_POLL = 0.25  # whole-cluster snapshots while waiting for a partition to 
 SETTLE_SECONDS = 5.0  # a full ISR seen this long: clients have written through it
 
 StrandPlan = tuple[PartitionState, int, tuple[int, ...]]
+
+
+def reaches_controller(cluster: object) -> Callable[[PartitionState], bool] | None:
+    """Where the controller is a broker (Kafka with ZooKeeper since 2.7 shrinks an ISR by
+    asking it): partitions that the controller leads, or of which it is no replica, so a
+    leader cut off from its followers still reaches it. None otherwise."""
+    if not isinstance(cluster, HasController):
+        return None
+    node = cluster.controller()
+    if node is None or node not in cluster.brokers:
+        return None
+    controller = cluster.broker_id(node)
+    return lambda state: state.leader == controller or controller not in state.replicas
 
 
 class TargetedNemesis(BaseNemesis):
@@ -128,15 +147,16 @@ class TargetedNemesis(BaseNemesis):
             return completed(op, self._strand_follower(cluster, options))
         if op["f"] == "depose-coordinator":
             return self._depose_coordinator(cluster, op)
-        found = leader_and_followers(cluster, self.rng, options.get("topic"),
-                                     options.get("partition"), internal=False)
+        found = leader_and_followers(
+            cluster, self.rng, options.get("topic"), options.get("partition"), internal=False,
+            prefer=reaches_controller(cluster) if op["f"] == "shrink-isr" else None)
         if found is None or not cluster.running(found[1]):
             return no_target(op)
         if op["f"] == "shrink-isr":
             then = options.get("then", spec if isinstance(spec, str) else "kill")
             if then not in ("kill", "isolate"):
                 raise ValueError(f"shrink-isr: then must be kill or isolate, got {then!r}")
-            value = self._shrink_isr(cluster, *found, then)
+            value = self._shrink_isr(cluster, *found, then, float(options.get("hold", 0.0)))
         else:
             value = self._kill_new_leader(cluster, found[0], found[1])
         return completed(op, value)
@@ -144,7 +164,7 @@ class TargetedNemesis(BaseNemesis):
     # -- shrink the ISR to the leader, then take the leader away ---------------------------
 
     def _shrink_isr(self, cluster: Target, state: PartitionState, leader: str,
-                    followers: list[str], then: str) -> dict[str, Any]:
+                    followers: list[str], then: str, hold: float = 0.0) -> dict[str, Any]:
         value: dict[str, Any] = {"topic": state.topic, "partition": state.partition,
                                  "leader": leader, "followers": followers,
                                  "isr_before": [cluster.broker_node(b) for b in state.isr]}
@@ -160,6 +180,9 @@ class TargetedNemesis(BaseNemesis):
             value["leader_moved"] = cluster.broker_node(shrunk.leader) \
                 if shrunk.leader >= 0 else None
             return value
+        if hold and value["isr_shrunk"]:
+            self.sleep(hold)
+            value["held_seconds"] = hold
         if then == "kill":
             if cluster.kill(leader):
                 self.killed.add(leader)

@@ -5,7 +5,7 @@
 from __future__ import annotations
 
 import random
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from nemesis.capabilities import HasCoordinator, HasLeaders, PartitionState
 
@@ -13,11 +13,13 @@ __all__ = ["COORDINATED_FIELDS", "coordinator_target", "leader_and_followers"]
 
 
 def leader_and_followers(cluster: HasLeaders, rng: random.Random, topic: str | None = None,
-                         partition: int | None = None, internal: bool = True
+                         partition: int | None = None, internal: bool = True,
+                         prefer: Callable[[PartitionState], bool] | None = None
                          ) -> tuple[PartitionState, str, list[str]] | None:
     """A partition (the given one, else a random one with a leader and followers, of a topic
-    whose name does not start with "__" unless `internal`), its leader's node and its
-    followers' nodes (the other replicas); None if there is none."""
+    whose name does not start with "__" unless `internal`; one that `prefer` accepts when
+    any does), its leader's node and its followers' nodes (the other replicas); None if
+    there is none."""
     snapshot = cluster.snapshot()
     if snapshot is None:
         return None
@@ -28,7 +30,8 @@ def leader_and_followers(cluster: HasLeaders, rng: random.Random, topic: str | N
                   and (partition is None or p.partition == partition)]
     if not candidates:
         return None
-    chosen = rng.choice(candidates)
+    preferred = [p for p in candidates if prefer is not None and prefer(p)]
+    chosen = rng.choice(preferred or candidates)
     followers = [cluster.broker_node(b) for b in chosen.replicas if b != chosen.leader]
     return chosen, cluster.broker_node(chosen.leader), followers
 

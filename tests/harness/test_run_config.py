@@ -81,7 +81,7 @@ def test_the_unclean_scenario_layers_its_configuration_and_stages_its_faults():
     fs = [op["f"] for op in scenario.schedule(config.db.broker_config)]
     assert fs == ["shrink-isr", "heal-targeted"]
     assert scenario.schedule(config.db.broker_config)[0]["value"] == {
-        "then": "isolate", "topic": "kchaos", "partition": 0}
+        "then": "isolate", "topic": "kchaos", "hold": 2.0}
     times = [op["time"] for op in scenario.schedule(config.db.broker_config)]
     assert times == sorted(times) and times[-1] < config.run.time_limit * 1e9
     test = build_test(config)

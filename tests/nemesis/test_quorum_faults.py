@@ -12,10 +12,18 @@ import pytest
 from harness.config import ConfigError, load_config
 from harness.db.kafka.distribution import CACHE, COMPLETE
 from harness.test import build_test
-from nemesis.capabilities import HasDedicatedQuorum, HasQuorum, Offer, dedicated_controllers
+from nemesis.capabilities import (
+    HasDedicatedQuorum,
+    HasQuorum,
+    Offer,
+    PartitionState,
+    dedicated_controllers,
+)
 from nemesis.package import FAULTS, asked, package
 from nemesis.partition import Firewall, PartitionNemesis
 from nemesis.process import KillNemesis, PauseNemesis
+from nemesis.targeted import reaches_controller
+from nemesis.targets import leader_and_followers
 from tests.support.fake_cluster import NODES, FakeCluster
 
 CONTROLLERS = ("c1", "c2", "c3")
@@ -182,3 +190,24 @@ def test_unclean_2013_on_combined_kraft_nodes_is_refused_naming_controllers():
         build_test(load_config(None, kraft))
     staged = build_test(load_config(None, {**kraft, "controllers": 3}))
     assert staged.nemesis.faults == ("shrink-isr-isolate-leader",)
+
+
+def test_shrink_isr_prefers_a_partition_whose_leader_still_reaches_a_broker_controller():
+    cluster = FakeCluster()  # controller n2 (broker 2); t-0 led by 4, replicas 4, 5, 1
+    cluster.zk.znodes = {**cluster.zk.znodes,
+                         "/brokers/topics/u": b'{"version":2,"partitions":{"0":[3,2,1]}}',
+                         "/brokers/topics/u/partitions": b"",
+                         "/brokers/topics/u/partitions/0": b"",
+                         "/brokers/topics/u/partitions/0/state":
+                             b'{"controller_epoch":7,"leader":3,"version":1,'
+                             b'"leader_epoch":1,"isr":[3,2,1]}'}
+    prefer = reaches_controller(cluster)
+    assert prefer is not None
+    assert prefer(PartitionState("u", 0, 2, 1, (2, 3), (2, 3)))  # the controller leads it
+    assert not prefer(PartitionState("u", 0, 3, 1, (3, 2, 1), (3, 2, 1)))
+    chosen = {leader_and_followers(cluster, random.Random(seed), internal=False,
+                                   prefer=prefer)[0].topic for seed in range(20)}
+    assert chosen == {"t"}
+    assert {leader_and_followers(cluster, random.Random(seed), internal=False)[0].topic
+            for seed in range(20)} == {"t", "u"}
+    assert reaches_controller(FakeQuorumCluster()) is None, "a dedicated controller is apart"

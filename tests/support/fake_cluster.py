@@ -43,7 +43,8 @@ class FakeCluster:
         return read_snapshot(self.zk)
 
     def controller(self):
-        return self.broker_node(self.snapshot().controller)
+        controller = self.snapshot().controller
+        return None if controller is None else self.broker_node(controller)
 
     def partition_state(self, topic, partition):
         try:
