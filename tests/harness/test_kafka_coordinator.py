@@ -12,6 +12,7 @@ import pytest
 from harness.control.backends import BackendOptions
 from harness.db.coordinator import offsets_partition
 from harness.db.kafka.db import KIND, KafkaOptions
+from harness.db.kafka.distribution import ZOOKEEPER_VERSION
 from harness.db.part import DBContext
 from harness.db.znodes import read_snapshot
 from nemesis.process import KillNemesis
@@ -23,7 +24,7 @@ pytestmark = [
     pytest.mark.cluster,
     pytest.mark.timeout(400),
     requirements.root(),
-    requirements.kafka_jars(),
+    requirements.kafka_jars(ZOOKEEPER_VERSION),
 ]
 
 KAFKA_OFFSETS_PARTITIONS = 3  # harness.db.kafka.broker's setting for small machines
@@ -38,7 +39,8 @@ def offsets_leader(cluster, group: str) -> str | None:
 
 
 def test_kafka_coordinator_is_found_and_killed(tmp_path):
-    options = KafkaOptions(zookeepers=1, broker_config={"zookeeper.session.timeout.ms": "6000"})
+    options = KafkaOptions(kafka_version=ZOOKEEPER_VERSION, zookeepers=1,
+                           broker_config={"zookeeper.session.timeout.ms": "6000"})
     db = KIND.build(options, DBContext(2, BackendOptions()))
     with db.start(tmp_path / "logs", timeout=120) as cluster:
         prefix = cluster.prefix
