@@ -13,8 +13,15 @@ import pytest
 
 from harness.config import ConfigError, load_config
 from harness.db.kafka.broker import KafkaBroker
-from harness.db.kafka.db import KafkaOptions, metadata_mode
-from harness.db.kafka.kraft import new_cluster_id, parse_quorum_state, voters_text
+from harness.db.kafka.db import KafkaOptions, metadata_mode, quorum_kind
+from harness.db.kafka.kraft import (
+    BROKER,
+    CONTROLLER,
+    DYNAMIC,
+    new_cluster_id,
+    parse_quorum_state,
+    voters_text,
+)
 from harness.db.launchers import launcher_from_json
 from harness.test import build_test
 from nemesis.capabilities import HasController, HasLeaders, HasZooKeeper, Killable
@@ -24,9 +31,9 @@ needs_jars = requirements.kafka_jars()
 
 
 def kraft_broker(**fields) -> KafkaBroker:
+    fields.setdefault("voters", "1@10.0.0.1:9093,2@10.0.0.2:9093,3@10.0.0.3:9093")
     return KafkaBroker("4.1.1", "/jars", "kafka_2.13-4.1.1.jar", metadata="kraft",
-                       cluster_id="q1Yx0bEbTbOdoV2kDPmeWg",
-                       voters="1@10.0.0.1:9093,2@10.0.0.2:9093,3@10.0.0.3:9093", **fields)
+                       cluster_id="q1Yx0bEbTbOdoV2kDPmeWg", **fields)
 
 
 def properties(text: str) -> dict[str, str]:
@@ -86,6 +93,45 @@ def test_cluster_ids_are_kafka_uuids():
 
 def test_voters_are_listed_by_node_id():
     assert voters_text({2: "10.0.0.2", 1: "10.0.0.1"}) == "1@10.0.0.1:9093,2@10.0.0.2:9093"
+
+
+def test_a_dynamic_quorums_voters_carry_new_directory_ids():
+    text = voters_text({2: "10.0.0.2", 1: "10.0.0.1"}, DYNAMIC)
+    first, second = text.split(",")
+    assert first.startswith("1@10.0.0.1:9093:") and second.startswith("2@10.0.0.2:9093:")
+    directory_ids = [voter.rsplit(":", 1)[1] for voter in (first, second)]
+    assert len(set(directory_ids)) == 2 and all(len(d) == 22 for d in directory_ids)
+
+
+DYNAMIC_VOTERS = ("101@10.0.1.1:9093:JEXY6aqzQY-32P5TStzaFg,"
+                  "102@10.0.1.2:9093:MvDxzVmcRsaTz33bUuRU6A")
+
+
+def test_a_dynamic_quorum_is_found_through_bootstrap_servers_and_formatted_on_voters():
+    for roles in (CONTROLLER, BROKER):
+        broker = kraft_broker(quorum=DYNAMIC, roles=roles, voters=DYNAMIC_VOTERS)
+        server = properties(broker.configuration(101, "10.0.1.1", "", "/w/c1/controller", 3,
+                                                 {})["server.properties"])
+        assert server["controller.quorum.bootstrap.servers"] == "10.0.1.1:9093,10.0.1.2:9093"
+        assert "controller.quorum.voters" not in server
+        script = broker.command("/w/c1/controller")[2]
+        formatted = f"--initial-controllers {DYNAMIC_VOTERS} || exit 1;"
+        assert (formatted in script) == (roles == CONTROLLER), script
+    assert launcher_from_json(kraft_broker(quorum=DYNAMIC).to_json()).quorum == DYNAMIC
+
+
+def test_each_version_has_its_kind_of_quorum():
+    assert quorum_kind("4.2.0", "kraft", None) == "dynamic"
+    assert quorum_kind("4.1.1", "kraft", "static") == "static"
+    assert quorum_kind("3.9.1", "kraft", None) == "static"
+    assert quorum_kind("3.9.1", "kraft", "dynamic") == "dynamic"
+    assert quorum_kind("3.9.1", "zookeeper", None) == "static"
+    with pytest.raises(ValueError, match=r"--kraft-quorum dynamic: Kafka 3.7.2 has static "
+                                         r"voters only .*came with 3.9\)"):
+        quorum_kind("3.7.2", "kraft", "dynamic")
+    with pytest.raises(ValueError, match=r"--kraft-quorum static: Kafka 3.9.1 in ZooKeeper "
+                                         r"mode has no KRaft quorum: add --metadata kraft"):
+        quorum_kind("3.9.1", "zookeeper", "static")
 
 
 def test_the_quorum_state_file_gives_leader_and_epoch():
@@ -171,6 +217,9 @@ KCHAOS = str(Path(sys.executable).parent / "kchaos")
     (("--metadata", "kraft", "--zookeepers", "1"),
      "--zookeepers: these kafka brokers run without ZooKeeper (in KRaft mode they are their "
      "own controllers); drop --zookeepers"),
+    (("--kafka-version", "3.9.1", "--kraft-quorum", "dynamic"),
+     "--kraft-quorum dynamic: Kafka 3.9.1 in ZooKeeper mode has no KRaft quorum: add "
+     "--metadata kraft, or drop --kraft-quorum"),
     (("--metadata", "kraft", "--nemesis", "expire-session"),
      "--nemesis expire-session needs ZooKeeper; --db kafka in KRaft mode has no ZooKeeper"),
 ])

@@ -52,7 +52,8 @@ def wait_for(read, seconds=60.0):
 def test_kraft_cluster_up_status_a_controller_kill_and_down(tmp_path):
     env = dict(os.environ, KCHAOS_STATE_DIR=str(tmp_path / "state"))
     up = kchaos(env, "cluster", "up", "--db", "kafka", "--kafka-version", "4.1.1",
-                "--nodes", "3", "--dir", str(tmp_path / "nodes"), "--timeout", "180")
+                "--kraft-quorum", "static", "--nodes", "3", "--dir", str(tmp_path / "nodes"),
+                "--timeout", "180")
     assert up.returncode == 0, up.stderr
     assert ("metadata quorum (KRaft): voters 1 on n1, 2 on n2, 3 on n3; active controller "
             in up.stdout)
@@ -66,6 +67,7 @@ def test_kraft_cluster_up_status_a_controller_kill_and_down(tmp_path):
             broker = next((tmp_path / "nodes").glob(f"kc*/{node}/broker"))
             server = (broker / "server.properties").read_text()
             assert "process.roles=broker,controller" in server
+            assert "controller.quorum.voters=1@" in server
             assert "zookeeper.connect" not in server
             meta = (broker / "data" / "meta.properties").read_text()
             cluster_ids |= {line for line in meta.splitlines() if line.startswith("cluster.id")}
@@ -146,12 +148,21 @@ def test_dedicated_controllers_under_every_quorum_fault(tmp_path):
     try:
         root = next((tmp_path / "nodes").glob("kc*"))
         for node in ("c1", "c2", "c3"):
-            server = (root / node / "controller" / "server.properties").read_text()
+            controller = root / node / "controller"
+            server = (controller / "server.properties").read_text()
             assert "process.roles=controller\n" in server and ":9092" not in server
+            assert "Formatting dynamic metadata voter directory" in (
+                controller / "broker.log").read_text()
+            directory_id = dict(line.split("=", 1) for line in (
+                controller / "data" / "meta.properties").read_text().splitlines()
+                if "=" in line)["directory.id"]
+            recorded = (tmp_path / "state" / prefix / "cluster.json").read_text()
+            assert f":9093:{directory_id}" in recorded, "not formatted with its initial voters"
         for node in ("n1", "n2", "n3"):
             server = (root / node / "broker" / "server.properties").read_text()
             assert "process.roles=broker\n" in server
-            assert "controller.quorum.voters=101@" in server
+            assert "controller.quorum.voters" not in server
+            assert "controller.quorum.bootstrap.servers=" in server
         state = json.loads(kchaos(env, "cluster", "status", "--run", prefix, "--json").stdout)
         assert [(v["id"], v["node"]) for v in state["quorum"]["voters"]] == [
             (101, "c1"), (102, "c2"), (103, "c3")]

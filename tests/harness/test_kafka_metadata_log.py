@@ -1,12 +1,14 @@
 """A KRaft cluster's metadata log read as the controller event log, on real logs.
 
 The fixtures in data/kafka_metadata_logs/ are the three nodes' `__cluster_metadata`
-segments of one 40 s `kchaos run` each on Kafka 4.2.0, 4.1.1 and 3.9.1 in KRaft mode
+segments of one 40 s `kchaos run` each on Kafka 4.2.0, 4.1.1 and 3.9.1 in KRaft mode with
+static voters, and on 4.2.0 with a dynamic quorum (`4.2.0-dynamic`, KIP-853)
 (`--nemesis kill-leader,kill-controller,isolate-leader --nemesis-interval 6 --seed 7`),
 with each node's `node.id` and its server.log's "Becoming the active controller" lines;
 `dump.txt` is Kafka's own decoding of one node's segment, the longest (DumpLogSegments
 --cluster-metadata-decoder, its first line, the file name, left out): n1's on 4.1.1 and
-3.9.1, n3's on 4.2.0, whose n1 and n2 were killed late in the run and had not caught up."""
+3.9.1, n3's on 4.2.0 (whose n1 and n2 were killed late in the run and had not caught up)
+and on 4.2.0-dynamic."""
 
 from __future__ import annotations
 
@@ -30,7 +32,12 @@ from tests.support import requirements
 
 DATA = Path(__file__).parent / "data" / "kafka_metadata_logs"
 SEGMENT = "00000000000000000000.log"
-VERSIONS = ("4.2.0", "4.1.1", "3.9.1")
+VERSIONS = ("4.2.0", "4.1.1", "3.9.1", "4.2.0-dynamic")
+
+
+def jars(fixture: str) -> str:
+    """The Kafka version whose jars wrote (and decode) `fixture`."""
+    return fixture.split("-")[0]
 
 
 def dumped_node(version: str) -> Path:
@@ -109,6 +116,17 @@ def test_3_9_1_prints_no_leader_ids_and_the_server_logs_name_them():
     assert led_epochs((DATA / "3.9.1" / "n2" / "server.log").read_text(), 3) == set()
 
 
+def test_a_dynamic_quorums_voter_records_are_not_decisions():
+    text = dumped("4.2.0-dynamic")
+    assert 'KRaftVersion {"version":0,"kRaftVersion":1}' in text
+    assert "KRaftVoters {" in text and '"voterDirectoryId"' in text
+    events = metadata_events(text)
+    tenures = [(e["controller_id"], e["controller_epoch"]) for e in events
+               if e["event"] == "become-controller"]
+    assert [epoch for _, epoch in tenures] == list(range(1, len(tenures) + 1))
+    assert kinds(events)["new-partition"] > 0 and kinds(events)["elect-leader"] > 0
+
+
 def test_broker_fencing_and_unfencing_are_broker_changes():
     events = [e for e in metadata_events(dumped("4.1.1")) if e["event"] == "broker-change"]
     assert [e["new"] for e in events[:3]] == [[2], [3], [1]]
@@ -127,7 +145,7 @@ def test_a_record_that_is_not_json_is_an_error_naming_its_offset():
 @pytest.mark.parametrize("version", VERSIONS)
 def test_kafkas_decoder_reads_the_segments_and_the_checker_reads_the_events(version,
                                                                          tmp_path):
-    libs = str(CACHE / version / "libs")
+    libs = str(CACHE / jars(version) / "libs")
     assert dump_metadata_log(dumped_node(version) / SEGMENT, libs).splitlines()[1:] == \
         dumped(version).splitlines()
     paths = {}

@@ -33,8 +33,11 @@ from harness.db.kafka.kraft import (
     CONTROLLER,
     METADATA_SEGMENT,
     QUORUM_STATE,
+    STATIC,
+    format_options,
     kraft_properties,
     parse_quorum_state,
+    quorum_properties,
     start_command,
     voters_text,
 )
@@ -122,7 +125,8 @@ class KafkaBroker:
     kind: str = "kafka"
     metadata: str = "zookeeper"  # or "kraft" (`harness.db.kafka.kraft`)
     cluster_id: str = ""  # KRaft: the id every node's storage is formatted with
-    voters: str = ""  # KRaft: controller.quorum.voters, set by `prepare`
+    quorum: str = STATIC  # KRaft: "static" or "dynamic" (KIP-853) voters
+    voters: str = ""  # KRaft: the voters (`kraft.voters_text`), set by `prepare`
     roles: str = COMBINED  # KRaft: process.roles ("broker" beside dedicated controllers)
     local_libs: str = ""  # the jars on this machine (`libs` before `prepare` uploads them)
 
@@ -141,16 +145,18 @@ class KafkaBroker:
         """Itself when every node sees `libs`; else the jars uploaded to the work directory.
         In KRaft mode the voters are the dedicated `controllers` (node ids from
         CONTROLLER_ID_BASE + 1) and the brokers only brokers; without `controllers`, every
-        node of `nodes` is a voter (combined broker and controller)."""
+        node of `nodes` is a voter (combined broker and controller). A dynamic quorum's
+        voters get new metadata directory ids."""
         if self.uses_zookeeper:
             return self._with_jars(remote, nodes, workdir)
         if controllers:
             ready = replace(self, roles=BROKER, voters=voters_text(
                 {CONTROLLER_ID_BASE + position: remote.address(node)
-                 for position, node in enumerate(controllers, 1)}))
+                 for position, node in enumerate(controllers, 1)}, self.quorum))
         else:
             ready = replace(self, roles=COMBINED, voters=voters_text(
-                {position: remote.address(node) for position, node in enumerate(nodes, 1)}))
+                {position: remote.address(node) for position, node in enumerate(nodes, 1)},
+                self.quorum))
         return ready._with_jars(remote, [*nodes, *controllers], workdir)
 
     def for_controllers(self) -> KafkaBroker:
@@ -189,8 +195,8 @@ class KafkaBroker:
                                       f"{directory}/data", cluster_size, overrides, self.version)
         else:
             server = properties_text(kraft_properties(
-                broker_id, self.roles, address, self.voters, f"{directory}/data", cluster_size,
-                {**SMALL_MACHINE, **overrides}))
+                broker_id, self.roles, address, quorum_properties(self.quorum, self.voters),
+                f"{directory}/data", cluster_size, {**SMALL_MACHINE, **overrides}))
         return {"server.properties": server, "log4j.properties": LOG4J_PROPERTIES}
 
     def command(self, directory: str) -> list[str]:
@@ -200,7 +206,8 @@ class KafkaBroker:
                 f"-Dlog4j.configuration=file:{directory}/log4j.properties",
                 f"-Dkafka.logs.dir={directory}/logs"]
         if not self.uses_zookeeper:
-            return start_command(java, self.libs, directory, self.cluster_id)
+            return start_command(java, self.libs, directory, self.cluster_id,
+                                 format_options(self.quorum, self.roles, self.voters))
         return [*java, "-cp", f"{self.libs}/*", "kafka.Kafka", f"{directory}/server.properties"]
 
     def quorum_state(self, remote: Remote, node: str, directory: str) -> QuorumState | None:
@@ -240,4 +247,5 @@ class KafkaBroker:
         return {"kind": self.kind, "version": self.version, "libs": self.libs,
                 "main_jar": self.main_jar, "java": self.java, "heap": self.heap,
                 "metadata": self.metadata, "cluster_id": self.cluster_id,
-                "voters": self.voters, "roles": self.roles, "local_libs": self.local_libs}
+                "quorum": self.quorum, "voters": self.voters, "roles": self.roles,
+                "local_libs": self.local_libs}

@@ -24,14 +24,16 @@ from harness.db.kafka.distribution import (
     KafkaUnavailable,
     resolve,
 )
-from harness.db.kafka.kraft import new_cluster_id
+from harness.db.kafka.kraft import DYNAMIC, QUORUM_KINDS, STATIC, new_cluster_id
 from harness.db.part import DBContext, DBKind
 from nemesis.capabilities import HasZooKeeper, LosesUnflushed
 
-__all__ = ["KIND", "KafkaOptions", "check_kafka_config", "metadata_mode"]
+__all__ = ["KIND", "KafkaOptions", "check_kafka_config", "metadata_mode", "quorum_kind"]
 
 METADATA_MODES = ("kraft", "zookeeper")
 KRAFT_SINCE = (3, 3)
+DYNAMIC_QUORUM_SINCE = (3, 9)  # KIP-853
+DYNAMIC_QUORUM_DEFAULT_SINCE = (4, 0)
 # What a KRaft cluster cannot serve, and why.
 KRAFT_LACKS = {
     HasZooKeeper: ("--db kafka in KRaft mode has no ZooKeeper (its metadata quorum replaces "
@@ -62,6 +64,12 @@ class KafkaOptions(ClusterOptions):
                 f"--kafka-version {ZOOKEEPER_VERSION}); default: zookeeper before 4.0, "
                 "kraft from 4.0",
         "choices": METADATA_MODES})
+    kraft_quorum: str | None = field(default=None, metadata={
+        "help": "KRaft: static voters (controller.quorum.voters) or a dynamic quorum "
+                "(KIP-853, Kafka 3.9 and later: formatted with its initial voters, found "
+                "through controller.quorum.bootstrap.servers); default: dynamic from 4.0, "
+                "static before",
+        "choices": QUORUM_KINDS})
     controllers: int = field(default=0, metadata={
         "help": "KRaft: dedicated controller nodes (process.roles=controller), 1 to "
                 f"{MAX_CONTROLLERS}; 0 (the default): every broker node is also a "
@@ -95,18 +103,21 @@ def build(options: KafkaOptions, context: DBContext) -> ClusterDB:
     """ValueError when Kafka's jars cannot be had, the version has no such metadata mode,
     or a broker property is one this Kafka version does not know."""
     if options.kafka_home is None:
-        _check_controllers(options, metadata_mode(options.kafka_version, options.metadata))
+        mode = metadata_mode(options.kafka_version, options.metadata)
+        _check_controllers(options, mode)
+        quorum_kind(options.kafka_version, mode, options.kraft_quorum)
     try:
         distribution = resolve(options.kafka_version, options.kafka_home)
         mode = metadata_mode(distribution.version, options.metadata)
         _check_controllers(options, mode)
+        quorum = quorum_kind(distribution.version, mode, options.kraft_quorum)
         check_kafka_config(options.broker_config, distribution.config_names(options.java),
                            distribution.version)
         main_jar = distribution.main_jar
     except KafkaUnavailable as error:
         raise ValueError(str(error)) from error
     launcher = KafkaBroker(distribution.version, str(distribution.libs), main_jar,
-                           options.java, options.heap, metadata=mode,
+                           options.java, options.heap, metadata=mode, quorum=quorum,
                            cluster_id=new_cluster_id() if mode == "kraft" else "",
                            local_libs=str(distribution.libs))
     why_not = {LosesUnflushed: NO_POWER_LOSS}
@@ -138,6 +149,25 @@ def metadata_mode(version: str, asked: str | None) -> str:
                          f"{'.'.join(map(str, KRAFT_SINCE))}): use --metadata zookeeper, or "
                          f"choose --kafka-version {ZOOKEEPER_VERSION} or a 4.x one")
     return mode
+
+
+def quorum_kind(version: str, mode: str, asked: str | None) -> str:
+    """"static" or "dynamic": `asked`, or the version's default (dynamic from 4.0); static
+    in ZooKeeper mode, where nothing reads it. ValueError when Kafka `version` in `mode`
+    has no such quorum."""
+    release = kafka_release(version)
+    if mode == "zookeeper":
+        if asked:
+            raise ValueError(f"--kraft-quorum {asked}: Kafka {version} in ZooKeeper mode has "
+                             f"no KRaft quorum: add --metadata kraft, or drop --kraft-quorum")
+        return STATIC
+    kind = asked or (DYNAMIC if release >= DYNAMIC_QUORUM_DEFAULT_SINCE else STATIC)
+    if kind == DYNAMIC and release < DYNAMIC_QUORUM_SINCE:
+        raise ValueError(f"--kraft-quorum dynamic: Kafka {version} has static voters only "
+                         f"(the dynamic quorum of KIP-853 came with "
+                         f"{'.'.join(map(str, DYNAMIC_QUORUM_SINCE))}): drop --kraft-quorum, "
+                         f"or choose --kafka-version 3.9.1 or a 4.x one")
+    return kind
 
 
 KIND = DBKind(KafkaOptions, build)
