@@ -33,7 +33,7 @@ from nemesis.capabilities import PartitionState
 
 __all__ = ["CONTROLLER_ID_BASE", "BrokerLauncher", "BrokerSet", "KchaosBroker", "QuorumState",
            "chaos_defaults", "exchange", "metadata", "newest_leader", "partitions_metadata",
-           "server_properties"]
+           "server_properties", "spawn", "write_configuration"]
 
 CLIENT_PORT = 9092
 LEADER_NOT_AVAILABLE = 5  # a partition's error while it has no leader
@@ -176,6 +176,22 @@ class KchaosBroker:
         return {"kind": self.kind, "python": self.python}
 
 
+def write_configuration(remote: Remote, launcher: BrokerLauncher, node: str, directory: str,
+                        node_id: int, zookeeper_connect: str, cluster_size: int,
+                        overrides: Mapping[str, str]) -> None:
+    """Write the files `launcher` configures node id `node_id` with into `directory`."""
+    files = launcher.configuration(node_id, remote.address(node), zookeeper_connect,
+                                   directory, cluster_size, overrides)
+    for name, text in files.items():
+        put_text(remote, node, f"{directory}/{name}", text)
+
+
+def spawn(remote: Remote, launcher: BrokerLauncher, node: str, directory: str) -> Process:
+    """Start `launcher`'s process from `directory`, its output in `broker.log` there."""
+    return remote.spawn(node, launcher.command(directory), f"{directory}/broker.log",
+                        cwd=directory)
+
+
 def metadata(address: str, port: int = CLIENT_PORT, timeout: float = 2.0
              ) -> tuple[int, set[int]]:
     """(controller id, broker ids) as the broker at `address` answers Metadata v1."""
@@ -235,6 +251,14 @@ class BrokerSet(ServiceProcesses):
     def broker_node(self, broker_id: int) -> str:
         return self.nodes[broker_id - 1]
 
+    def node_id(self, node: str) -> int:
+        """The node id of `node`'s broker (its broker id): as a voter of a combined quorum."""
+        return self.broker_id(node)
+
+    def node_of(self, node_id: int) -> str | None:
+        """The node whose broker has `node_id`; None when it is none of these."""
+        return self.nodes[node_id - 1] if 1 <= node_id <= len(self.nodes) else None
+
     def directory(self, node: str) -> str:
         return f"{self.root}/{node}/broker"
 
@@ -267,19 +291,13 @@ class BrokerSet(ServiceProcesses):
         does so itself; for others (Kafka exits) this waits, at most a session timeout."""
         started = [n for n in (nodes or self.nodes) if not self.running(n)]
         for node in started:
-            directory = self.directory(node)
-            files = self.launcher.configuration(
-                self.broker_id(node), self.remote.address(node), self.zookeeper_connect,
-                directory, len(self.nodes), self.overrides)
-            for name, text in files.items():
-                put_text(self.remote, node, f"{directory}/{name}", text)
+            write_configuration(self.remote, self.launcher, node, self.directory(node),
+                                self.broker_id(node), self.zookeeper_connect, len(self.nodes),
+                                self.overrides)
         if self.launcher.waits_for_old_registration and set(started) & set(self.processes):
             self._wait_registrations_gone([self.broker_id(n) for n in started])
         for node in started:
-            directory = self.directory(node)
-            self.processes[node] = self.remote.spawn(
-                node, self.launcher.command(directory), f"{directory}/broker.log",
-                cwd=directory)
+            self.processes[node] = spawn(self.remote, self.launcher, node, self.directory(node))
         return started
 
     def _wait_registrations_gone(self, broker_ids: list[int]) -> None:

@@ -46,7 +46,6 @@ from harness.db.brokers import (
     BrokerSet,
     KchaosBroker,
     QuorumState,
-    partitions_metadata,
 )
 from harness.db.controllers import ControllerSet
 from harness.db.coordinator import (
@@ -57,7 +56,7 @@ from harness.db.coordinator import (
 )
 from harness.db.files import fetch
 from harness.db.launchers import launcher_from_json
-from harness.db.znodes import ZK_TIMEOUT, parse_partition_state, read_snapshot, state_path
+from harness.db.metadata_views import MetadataView, QuorumView, Voters, ZooKeeperView
 from harness.db.zookeeper import ZooKeeperEnsemble, ZooKeeperSettings
 from nemesis.capabilities import PartitionState, Snapshot
 
@@ -158,6 +157,12 @@ class Cluster:
         self.zookeeper = zookeeper
         self.broker_set = brokers
         self.controller_set = controllers or ControllerSet.none(remote, workdir)
+        combined = not brokers.launcher.uses_zookeeper and not self.controller_set.nodes
+        # the quorum's voters: with ZooKeeper none (the empty controller set)
+        self.voter_set: Voters = brokers if combined else self.controller_set
+        self.metadata_view: MetadataView = (
+            ZooKeeperView(brokers) if brokers.launcher.uses_zookeeper
+            else QuorumView(brokers, self.voter_set))
 
     # -- lifecycle ----------------------------------------------------------------------
 
@@ -298,9 +303,7 @@ class Cluster:
     def voters(self) -> tuple[str, ...]:
         """The metadata quorum's voters: the dedicated controllers, else the brokers of a
         cluster without ZooKeeper; none with ZooKeeper."""
-        if self.broker_set.launcher.uses_zookeeper:
-            return ()
-        return self.controllers or self.brokers
+        return self.voter_set.nodes
 
     @property
     def quorum_service(self) -> str:
@@ -340,85 +343,36 @@ class Cluster:
         self.remote.firewall(node, drop_from, loss_from)
 
     def snapshot(self) -> Snapshot | None:
-        """Controller, live brokers and partition states from ZooKeeper now; None when it
-        does not answer. Without ZooKeeper: the quorum's leader and epoch, and the brokers
-        and partitions a running broker's Metadata names."""
-        if not self.broker_set.launcher.uses_zookeeper:
-            return self._quorum_snapshot()
-        try:
-            return read_snapshot(self.zk)
-        except Exception:  # kazoo raises timeouts and connection losses of several kinds
-            return None
+        """Controller, live brokers and partition states now (`metadata_view`); None when
+        nothing answers."""
+        return self.metadata_view.snapshot()
 
     def controller(self) -> str | None:
         """The controller's node: in ZooKeeper mode /controller's broker; without ZooKeeper
         the metadata quorum's leader (the active controller)."""
-        if not self.broker_set.launcher.uses_zookeeper:
-            quorum = self.quorum()
-            return None if quorum is None else self.voter_node(quorum[0])
-        snapshot = self.snapshot()
-        if snapshot is None or snapshot.controller is None:
-            return None
-        return self.broker_node(snapshot.controller)
+        return self.metadata_view.controller()
 
     def quorum(self) -> tuple[int, int] | None:
         """(leader node id, epoch) of the metadata quorum as its running voters' state
         files say; None without a quorum or a leader."""
-        if self.controllers:
-            return self.controller_set.quorum()
-        return self.broker_set.quorum()
+        return self.voter_set.quorum()
 
     def voter_states(self) -> dict[str, QuorumState | None]:
         """Each running voter's view of the quorum (None: unread), by node."""
-        if self.controllers:
-            return self.controller_set.voter_states()
-        return self.broker_set.voter_states()
+        return self.voter_set.voter_states()
 
     def voter_id(self, node: str) -> int:
         """The node id of the voter on `node`."""
-        if self.controllers:
-            return self.controller_set.node_id(node)
-        return self.broker_id(node)
+        return self.voter_set.node_id(node)
 
     def voter_node(self, node_id: int) -> str | None:
         """The node of the quorum voter with `node_id`; None when it names none."""
-        if self.controllers:
-            return self.controller_set.node_of(node_id)
-        return self.broker_node(node_id) if 1 <= node_id <= len(self.brokers) else None
-
-    def _quorum_snapshot(self) -> Snapshot | None:
-        quorum = self.quorum()
-        found = self._metadata()
-        if found is None:
-            return None
-        brokers, partitions = found
-        return Snapshot(None if quorum is None else quorum[0],
-                        None if quorum is None else quorum[1], frozenset(brokers),
-                        tuple(partitions))
-
-    def _metadata(self, topics: Sequence[str] | None = None
-                  ) -> tuple[set[int], list[PartitionState]] | None:
-        """The first running broker's answer to Metadata for `topics`; None if none does."""
-        for node in self.brokers:
-            if not self.running(node):
-                continue
-            with contextlib.suppress(OSError, ValueError, struct.error):
-                return partitions_metadata(self.remote.address(node), topics)
-        return None
+        return self.voter_set.node_of(node_id)
 
     def partition_state(self, topic: str, partition: int) -> PartitionState | None:
-        """The partition's state znode now (one read); None when ZooKeeper does not answer
-        or the partition has none. Without ZooKeeper: as a running broker's Metadata
-        says."""
-        if not self.broker_set.launcher.uses_zookeeper:
-            found = self._metadata([topic])
-            return next((state for state in (found[1] if found else ())
-                         if state.partition == partition), None)
-        try:
-            data, _ = self.zk.get_async(state_path(topic, partition)).get(timeout=ZK_TIMEOUT)
-        except Exception:  # kazoo raises timeouts, connection losses and NoNode of several kinds
-            return None
-        return parse_partition_state(topic, partition, data)
+        """The partition's state now (one read): its state znode, or without ZooKeeper what
+        a running broker's Metadata says; None when nothing answers or it has none."""
+        return self.metadata_view.partition_state(topic, partition)
 
     def registered(self, node: str) -> bool | None:
         """Whether /brokers/ids/<id> of `node`'s broker exists; None if ZooKeeper does not
@@ -518,12 +472,8 @@ class Cluster:
         spec = KINDS[kind]
         partitions = int(self.broker_set.overrides.get(spec.partitions_property,
                                                        spec.default_partitions))
-        if not self.broker_set.launcher.uses_zookeeper:
-            return spec.topic, offsets_partition(key, partitions)
-        with contextlib.suppress(Exception):  # kazoo: NoNode, timeouts, connection losses
-            data, _ = self.zk.get_async(f"/brokers/topics/{spec.topic}").get(timeout=5.0)
-            partitions = len(json.loads(data)["partitions"]) or partitions
-        return spec.topic, offsets_partition(key, partitions)
+        return spec.topic, offsets_partition(
+            key, self.metadata_view.partition_count(spec.topic, partitions))
 
     def _loaded_coordinator(self, key: str, kind: str = "group") -> str | None:
         _, partition = self.coordinator_partition(key, kind)

@@ -12,8 +12,15 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 from harness.control import Process, Remote
-from harness.db.brokers import CONTROLLER_ID_BASE, BrokerLauncher, QuorumState, newest_leader
-from harness.db.files import ServiceExited, last_error_line, put_text
+from harness.db.brokers import (
+    CONTROLLER_ID_BASE,
+    BrokerLauncher,
+    QuorumState,
+    newest_leader,
+    spawn,
+    write_configuration,
+)
+from harness.db.files import ServiceExited, last_error_line
 from harness.db.processes import ServiceProcesses
 
 __all__ = ["ControllerSet"]
@@ -53,14 +60,9 @@ class ControllerSet(ServiceProcesses):
             raise ValueError("no controller launcher: this cluster has no dedicated controllers")
         for node in started:
             assert self.launcher is not None
-            directory = self.directory(node)
-            files = self.launcher.configuration(self.node_id(node), self.remote.address(node),
-                                                "", directory, self.brokers, self.overrides)
-            for name, text in files.items():
-                put_text(self.remote, node, f"{directory}/{name}", text)
-            self.processes[node] = self.remote.spawn(
-                node, self.launcher.command(directory), f"{directory}/broker.log",
-                cwd=directory)
+            write_configuration(self.remote, self.launcher, node, self.directory(node),
+                                self.node_id(node), "", self.brokers, self.overrides)
+            self.processes[node] = spawn(self.remote, self.launcher, node, self.directory(node))
         return started
 
     def voter_states(self) -> dict[str, QuorumState | None]:
