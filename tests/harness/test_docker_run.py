@@ -52,12 +52,15 @@ def _left(client, prefix: str) -> list:
     return client.api.containers(all=True, filters=label) + client.api.networks(filters=label)
 
 
-def _kchaos_run(store: Path, base_url: str, image: str, *options: str):
-    """`kchaos run` of 20 s on 3 brokers and 1 ZooKeeper in containers, seed 5."""
+def _kchaos_run(store: Path, base_url: str, image: str, *options: str,
+                zookeepers: str = "1"):
+    """`kchaos run` of 20 s on 3 brokers and (unless `zookeepers` is "") 1 ZooKeeper in
+    containers, seed 5."""
     return subprocess.run(
         [str(Path(sys.executable).parent / "kchaos"), "run", "--store", str(store),
          "--backend", "docker", "--docker-host", base_url, "--docker-image", image,
-         "--time-limit", "20", "--seed", "5", "--nodes", "3", "--zookeepers", "1", *options],
+         "--time-limit", "20", "--seed", "5", "--nodes", "3",
+         *(["--zookeepers", zookeepers] if zookeepers else []), *options],
         capture_output=True, text=True, timeout=600)
 
 
@@ -149,4 +152,26 @@ def test_a_kafka_run_in_containers_gets_the_jars_uploaded_and_is_valid(docker_ho
     assert json.loads((run / "results.json").read_text())["valid"] is True
     assert (run / "nodes" / "n1" / "controller.log").is_file()
     assert json.loads((run / "test.json").read_text())["db"] == "kafka"
+    assert client.api.containers(all=True, filters={"label": RUN_LABEL}) == []
+
+
+def test_kafka_4_on_kraft_with_a_dedicated_controller_runs_in_containers(docker_host, tmp_path,
+                                                                          monkeypatch):
+    base_url, image, client = docker_host
+    store = tmp_path / "store"
+    monkeypatch.setenv("KCHAOS_STATE_DIR", str(tmp_path / "state"))
+    done = _kchaos_run(store, base_url, image, "--db", "kafka", "--kafka-version", "4.2.0",
+                       "--controllers", "1", "--nemesis", "kill-controller",
+                       "--nemesis-interval", "5", zookeepers="")
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    run = (store / "latest").resolve()
+    assert json.loads((run / "results.json").read_text())["valid"] is True
+    test = json.loads((run / "test.json").read_text())
+    assert (test["broker"]["metadata"], test["broker"]["quorum"]) == ("kraft", "dynamic")
+    assert "process.roles=controller" in (run / "nodes" / "c1" / "server.properties").read_text()
+    ops = [json.loads(line) for line in (run / "history.jsonl").read_text().splitlines()]
+    assert any(op.get("process") == "nemesis" and op["f"] == "kill"
+               and isinstance(op.get("value"), dict) and op["value"].get("c1") == "killed"
+               for op in ops), "the dedicated controller c1 was never killed"
+    assert (run / "nodes" / "c1" / "controller-events.jsonl").stat().st_size > 0
     assert client.api.containers(all=True, filters={"label": RUN_LABEL}) == []

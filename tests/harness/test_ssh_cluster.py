@@ -19,6 +19,7 @@ from harness.control.ssh import ssh_runs
 from harness.db import Cluster, ClusterSpec
 from harness.db.kafka.broker import KafkaBroker
 from harness.db.kafka.distribution import ZOOKEEPER_VERSION, fetch
+from harness.store import read_test
 from nemesis.partition import Firewall, PartitionNemesis
 from nemesis.process import KillNemesis
 from tests.support import requirements
@@ -195,4 +196,33 @@ def test_apache_kafka_runs_on_ssh_hosts(hosts, tmp_path):
         consumer.close()
         logs = cluster.collect_logs(tmp_path / "logs")
         assert tmp_path / "logs" / "n1" / "controller.log" in logs
+    assert ssh_runs(tmp_path / "state", include_owned=True) == []
+
+
+@requirements.kafka_jars("4.2.0")
+@pytest.mark.kraft
+def test_kafka_4_on_kraft_with_a_dedicated_controller_runs_on_ssh_hosts(hosts, tmp_path):
+    inventory = hosts.inventory(tmp_path / "i.toml", python=sys.executable,
+                                dir=str(tmp_path / "opt"), roles={"z1": "controller"})
+    store = tmp_path / "store"
+    run = subprocess.run(
+        [sys.executable, "-m", "harness.cli", "run", "--backend", "ssh", "--inventory",
+         str(inventory), "--db", "kafka", "--kafka-version", "4.2.0", "--nodes", "3",
+         "--controllers", "1", "--time-limit", "20", "--nemesis", "kill-controller",
+         "--nemesis-interval", "5", "--seed", "2", "--store", str(store)],
+        env=dict(os.environ, KCHAOS_STATE_DIR=str(tmp_path / "state")), capture_output=True,
+        text=True, timeout=400)
+    (tmp_path / "stdout.txt").write_text(run.stdout + "\n--- stderr ---\n" + run.stderr)
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    assert "kchaos: VALID" in run.stdout
+    folder = (store / "latest").resolve()
+    test = read_test(folder)
+    assert (test["broker"]["metadata"], test["broker"]["quorum"]) == ("kraft", "dynamic")
+    server = (tmp_path / "opt").glob("*/z1/controller/server.properties")
+    assert "process.roles=controller\n" in next(server).read_text()
+    ops = [json.loads(line) for line in (folder / "history.jsonl").read_text().splitlines()]
+    assert any(op.get("process") == "nemesis" and op["f"] == "kill"
+               and isinstance(op.get("value"), dict) and op["value"].get("z1") == "killed"
+               for op in ops), "the dedicated controller on z1 was never killed"
+    assert (folder / "nodes" / "z1" / "controller-events.jsonl").stat().st_size > 0
     assert ssh_runs(tmp_path / "state", include_owned=True) == []

@@ -86,11 +86,15 @@ def test_environment_overrides_vagrantfile_local(vagrant_dir):
     done = validate(vagrant_dir, KCHAOS_ZOOKEEPERS="1", KCHAOS_CONTROLLERS="3")
     assert done.returncode == 0, done.stdout + done.stderr
     assert machines(done.stdout) == ["n1", "n2", "z1", "c1", "c2", "c3"]
+    done = validate(vagrant_dir, KCHAOS_ZOOKEEPERS="0", KCHAOS_CONTROLLERS="1")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert machines(done.stdout) == ["n1", "n2", "c1"]
 
 
 @pytest.mark.parametrize("variable, value, message", [
-    ("KCHAOS_BROKERS", "0", "brokers must be a positive integer"),
-    ("KCHAOS_MEMORY", "lots", "memory must be a positive integer"),
+    ("KCHAOS_BROKERS", "0", "brokers must be an integer of at least 1"),
+    ("KCHAOS_ZOOKEEPERS", "-1", "zookeepers must be an integer of at least 0"),
+    ("KCHAOS_MEMORY", "lots", "memory must be an integer of at least 1"),
     ("KCHAOS_NETWORK", "192.168", "network must be three octets"),
     ("KCHAOS_PROVIDER", "hyperv", "provider must be libvirt or virtualbox"),
     ("KCHAOS_LIBVIRT_DRIVER", "xen", "libvirt_driver must be kvm or qemu"),
