@@ -39,7 +39,9 @@ the cluster to react (through ZooKeeper, as nemeses see it) and says what it saw
   partition of three replicas or more). The completion says how long it waited
   (`waited`).
 - `depose-coordinator` with value "coordinator": isolate the broker coordinating one of
-  the run's consumer groups or transactional ids from every node, ZooKeeper included,
+  the run's consumer groups or transactional ids (preferably one that leads no partition
+  of the workload's topics: the clients' sends to a partition it leads would stall while
+  it is cut off, and with them their commits) from every node, ZooKeeper included,
   but not from the clients; wait (at most two session timeouts + a margin) until the
   controller elects another leader of the key's internal partition, hold
   `DEPOSED_SECONDS` while the clients still talk to the deposed coordinator, then lift
@@ -73,7 +75,7 @@ from nemesis.capabilities import (
 )
 from nemesis.consumers import NO_COORDINATED, Consumers
 from nemesis.partition import Firewall
-from nemesis.targets import coordinator_target, leader_and_followers
+from nemesis.targets import coordinator_target, leader_and_followers, leads_no_data
 
 
 class Target(PartitionableNetwork, Killable, HasLeaders, Protocol):
@@ -272,7 +274,8 @@ class TargetedNemesis(BaseNemesis):
         if not keys:
             return skipped(op, NO_COORDINATED)
         coordinators = require(cluster, HasCoordinator)
-        found = coordinator_target(coordinators, keys, self.rng)
+        found = coordinator_target(coordinators, keys, self.rng,
+                                   prefer=leads_no_data(cluster))
         if found is None:
             return no_target(op)
         named, node = found

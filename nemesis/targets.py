@@ -9,7 +9,7 @@ from collections.abc import Callable, Sequence
 
 from nemesis.capabilities import HasCoordinator, HasLeaders, PartitionState
 
-__all__ = ["COORDINATED_FIELDS", "coordinator_target", "leader_and_followers"]
+__all__ = ["COORDINATED_FIELDS", "coordinator_target", "leader_and_followers", "leads_no_data"]
 
 
 def leader_and_followers(cluster: HasLeaders, rng: random.Random, topic: str | None = None,
@@ -40,12 +40,29 @@ COORDINATED_FIELDS = {"group": "group", "transaction": "transactional_id"}
 
 
 def coordinator_target(cluster: HasCoordinator, keys: Sequence[tuple[str, str]],
-                       rng: random.Random) -> tuple[dict[str, str], str] | None:
+                       rng: random.Random, prefer: Callable[[str], bool] | None = None
+                       ) -> tuple[dict[str, str], str] | None:
     """For the first of `keys` ((kind, key): a "group" id or a "transaction"al id), in
-    random order, whose coordinator the db names: ({"group": id} or {"transactional_id":
-    id}, the coordinator's node); None if it names none."""
+    random order, whose coordinator the db names, the first whose node `prefer` accepts
+    when any is: ({"group": id} or {"transactional_id": id}, the coordinator's node); None
+    if it names none."""
+    found: list[tuple[dict[str, str], str]] = []
     for kind, key in rng.sample(list(keys), len(keys)):
         node = cluster.coordinator(key, kind)
-        if node is not None:
+        if node is None:
+            continue
+        if prefer is None or prefer(node):
             return {COORDINATED_FIELDS[kind]: key}, node
-    return None
+        found.append(({COORDINATED_FIELDS[kind]: key}, node))
+    return found[0] if found else None
+
+
+def leads_no_data(cluster: HasLeaders) -> Callable[[str], bool] | None:
+    """Nodes that lead no partition of a topic but the internal ones ("__"); None when the
+    db does not answer."""
+    snapshot = cluster.snapshot()
+    if snapshot is None:
+        return None
+    leading = {cluster.broker_node(p.leader) for p in snapshot.partitions
+               if p.leader >= 0 and not p.topic.startswith("__")}
+    return lambda node: node not in leading

@@ -408,3 +408,32 @@ def test_depose_coordinator_without_groups_or_a_leading_coordinator_does_nothing
     assert lone.invoke(cluster, {"f": "depose-coordinator"})["value"] == {
         "skipped": NO_COORDINATED}
     assert not cuts and not any(cluster.remote.drops.values())
+
+
+def test_a_coordinator_is_preferred_where_it_leads_no_workload_partition():
+    from nemesis.capabilities import PartitionState, Snapshot
+    from nemesis.targets import coordinator_target, leads_no_data
+
+    class Coordinators:
+        brokers = ("n1", "n2", "n3")
+
+        def coordinator(self, key, kind="group"):
+            return {"g0": "n1", "g1": "n2", "g2": "n3"}[key]
+
+        def broker_node(self, broker_id):
+            return f"n{broker_id}"
+
+        def snapshot(self):
+            return Snapshot(1, 1, frozenset({1, 2, 3}), (
+                PartitionState("kchaos", 0, 1, 0, (1, 2, 3), (1, 2, 3)),
+                PartitionState("kchaos", 1, 3, 0, (3, 1, 2), (3, 1, 2)),
+                PartitionState("__consumer_offsets", 0, 2, 0, (2, 3, 1), (2, 3, 1))))
+
+    cluster = Coordinators()
+    keys = [("group", "g0"), ("group", "g1"), ("group", "g2")]
+    prefer = leads_no_data(cluster)
+    for seed in range(10):
+        assert coordinator_target(cluster, keys, random.Random(seed), prefer) == (
+            {"group": "g1"}, "n2")
+    unpreferred = [("group", "g0"), ("group", "g2")]
+    assert coordinator_target(cluster, unpreferred, random.Random(1), prefer)[1] in ("n1", "n3")
