@@ -139,33 +139,34 @@ def test_the_reaper_takes_a_docker_cluster_down_after_kill_9_of_its_owner(docker
             owner.wait()
 
 
-def test_a_kafka_run_in_containers_gets_the_jars_uploaded_and_is_valid(docker_host, tmp_path,
-                                                                       monkeypatch):
+def _valid_kafka_run(docker_host, tmp_path: Path, *options: str, zookeepers: str) -> Path:
+    """The folder of a valid `_kchaos_run` of `--db kafka` with `options`, after which no
+    container of the run is left."""
     base_url, image, client = docker_host
     store = tmp_path / "store"
-    monkeypatch.setenv("KCHAOS_STATE_DIR", str(tmp_path / "state"))
-    done = _kchaos_run(store, base_url, image, "--db", "kafka", "--kafka-version", "3.9.1",
-                       "--nemesis", "kill-leader",
-                       "--nemesis-interval", "6")
+    done = _kchaos_run(store, base_url, image, "--db", "kafka", *options, zookeepers=zookeepers)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     run = (store / "latest").resolve()
     assert json.loads((run / "results.json").read_text())["valid"] is True
+    assert client.api.containers(all=True, filters={"label": RUN_LABEL}) == []
+    return run
+
+
+def test_a_kafka_run_in_containers_gets_the_jars_uploaded_and_is_valid(docker_host, tmp_path,
+                                                                       monkeypatch):
+    monkeypatch.setenv("KCHAOS_STATE_DIR", str(tmp_path / "state"))
+    run = _valid_kafka_run(docker_host, tmp_path, "--kafka-version", "3.9.1", "--nemesis",
+                           "kill-leader", "--nemesis-interval", "6", zookeepers="1")
     assert (run / "nodes" / "n1" / "controller.log").is_file()
     assert json.loads((run / "test.json").read_text())["db"] == "kafka"
-    assert client.api.containers(all=True, filters={"label": RUN_LABEL}) == []
 
 
 def test_kafka_4_on_kraft_with_a_dedicated_controller_runs_in_containers(docker_host, tmp_path,
                                                                           monkeypatch):
-    base_url, image, client = docker_host
-    store = tmp_path / "store"
     monkeypatch.setenv("KCHAOS_STATE_DIR", str(tmp_path / "state"))
-    done = _kchaos_run(store, base_url, image, "--db", "kafka", "--kafka-version", "4.2.0",
-                       "--controllers", "1", "--nemesis", "kill-controller",
-                       "--nemesis-interval", "5", zookeepers="")
-    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-    run = (store / "latest").resolve()
-    assert json.loads((run / "results.json").read_text())["valid"] is True
+    run = _valid_kafka_run(docker_host, tmp_path, "--kafka-version", "4.2.0", "--controllers",
+                           "1", "--nemesis", "kill-controller", "--nemesis-interval", "5",
+                           zookeepers="")
     test = json.loads((run / "test.json").read_text())
     assert (test["broker"]["metadata"], test["broker"]["quorum"]) == ("kraft", "dynamic")
     assert "process.roles=controller" in (run / "nodes" / "c1" / "server.properties").read_text()
@@ -174,4 +175,3 @@ def test_kafka_4_on_kraft_with_a_dedicated_controller_runs_in_containers(docker_
                and isinstance(op.get("value"), dict) and op["value"].get("c1") == "killed"
                for op in ops), "the dedicated controller c1 was never killed"
     assert (run / "nodes" / "c1" / "controller-events.jsonl").stat().st_size > 0
-    assert client.api.containers(all=True, filters={"label": RUN_LABEL}) == []
