@@ -218,8 +218,8 @@ def test_kafka_4_on_kraft_with_a_dedicated_controller_runs_on_ssh_hosts(hosts, t
     folder = (store / "latest").resolve()
     test = read_test(folder)
     assert (test["broker"]["metadata"], test["broker"]["quorum"]) == ("kraft", "dynamic")
-    server = (tmp_path / "opt").glob("*/z1/controller/server.properties")
-    assert "process.roles=controller\n" in next(server).read_text()
+    server = (folder / "nodes" / "z1" / "server.properties").read_text()
+    assert "process.roles=controller\n" in server
     ops = [json.loads(line) for line in (folder / "history.jsonl").read_text().splitlines()]
     assert any(op.get("process") == "nemesis" and op["f"] == "kill"
                and isinstance(op.get("value"), dict) and op["value"].get("z1") == "killed"
