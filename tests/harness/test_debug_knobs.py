@@ -118,11 +118,11 @@ def test_the_group_commit_run_deposes_the_coordinator_once_the_group_commits():
 
 
 # Knobs whose short run does not show the defect reliably yet (ack-commit-before-replication:
-# the deposed coordinator leads data partitions too, and each worker's acks=all send to
-# one of them blocks it until the send times out, so its members commit next to nothing
-# to the deposed coordinator: a run loses only the commits of the last replication lag
-# before the cut, and shows one rewind or none; a 30 s run of seed 56 with acks=1, whose
-# workers do not block, showed a split assignment and no rewind): run by
+# with the cut coordinator leading no data partition and a short replica.lag.time.max.ms,
+# the members go on committing to it while it is cut off, but they move to its successor
+# as soon as it is elected, in the same generation, so no rebalance makes them read the
+# successor's older offsets: their next commits overwrite them, and only a member that
+# rejoins in between, such as a worker's replaced process, shows the rewind): run by
 # `make test-long` until its run is made reliable.
 NOT_YET_RELIABLE = frozenset({"kchaos.debug.ack-commit-before-replication"})
 
