@@ -103,14 +103,10 @@ def build(options: KafkaOptions, context: DBContext) -> ClusterDB:
     """ValueError when Kafka's jars cannot be had, the version has no such metadata mode,
     or a broker property is one this Kafka version does not know."""
     if options.kafka_home is None:
-        mode = metadata_mode(options.kafka_version, options.metadata)
-        _check_controllers(options, mode)
-        quorum_kind(options.kafka_version, mode, options.kraft_quorum)
+        _modes(options, options.kafka_version)  # refused before any download
     try:
         distribution = resolve(options.kafka_version, options.kafka_home)
-        mode = metadata_mode(distribution.version, options.metadata)
-        _check_controllers(options, mode)
-        quorum = quorum_kind(distribution.version, mode, options.kraft_quorum)
+        mode, quorum = _modes(options, distribution.version)
         check_kafka_config(options.broker_config, distribution.config_names(options.java),
                            distribution.version)
         main_jar = distribution.main_jar
@@ -125,6 +121,15 @@ def build(options: KafkaOptions, context: DBContext) -> ClusterDB:
         why_not |= KRAFT_LACKS
     return ClusterDB(cluster_spec(options, context, launcher, options.controllers), "kafka",
                      why_not=why_not, start_timeout=options.start_timeout)
+
+
+def _modes(options: KafkaOptions, version: str) -> tuple[str, str]:
+    """(metadata mode, quorum kind) of Kafka `version` as `options` ask; ValueError when the
+    version has no such mode or quorum, or dedicated controllers are asked in ZooKeeper
+    mode."""
+    mode = metadata_mode(version, options.metadata)
+    _check_controllers(options, mode)
+    return mode, quorum_kind(version, mode, options.kraft_quorum)
 
 
 def _check_controllers(options: KafkaOptions, mode: str) -> None:
