@@ -25,6 +25,7 @@ from harness.db import down as cluster_down
 from nemesis.partition import Firewall, PartitionNemesis
 from nemesis.process import KillNemesis
 from tests.support import requirements
+from tests.support.runs import killed_by_nemesis
 
 pytestmark = [
     pytest.mark.cluster,
@@ -170,8 +171,5 @@ def test_kafka_4_on_kraft_with_a_dedicated_controller_runs_in_containers(docker_
     test = json.loads((run / "test.json").read_text())
     assert (test["broker"]["metadata"], test["broker"]["quorum"]) == ("kraft", "dynamic")
     assert "process.roles=controller" in (run / "nodes" / "c1" / "server.properties").read_text()
-    ops = [json.loads(line) for line in (run / "history.jsonl").read_text().splitlines()]
-    assert any(op.get("process") == "nemesis" and op["f"] == "kill"
-               and isinstance(op.get("value"), dict) and op["value"].get("c1") == "killed"
-               for op in ops), "the dedicated controller c1 was never killed"
+    assert killed_by_nemesis(run, "c1"), "the dedicated controller c1 was never killed"
     assert (run / "nodes" / "c1" / "controller-events.jsonl").stat().st_size > 0

@@ -23,6 +23,7 @@ from harness.store import read_test
 from nemesis.partition import Firewall, PartitionNemesis
 from nemesis.process import KillNemesis
 from tests.support import requirements
+from tests.support.runs import killed_by_nemesis
 from tests.support.ssh_hosts import SshHosts, require_sshd
 
 pytestmark = pytest.mark.cluster
@@ -220,9 +221,6 @@ def test_kafka_4_on_kraft_with_a_dedicated_controller_runs_on_ssh_hosts(hosts, t
     assert (test["broker"]["metadata"], test["broker"]["quorum"]) == ("kraft", "dynamic")
     server = (folder / "nodes" / "z1" / "server.properties").read_text()
     assert "process.roles=controller\n" in server
-    ops = [json.loads(line) for line in (folder / "history.jsonl").read_text().splitlines()]
-    assert any(op.get("process") == "nemesis" and op["f"] == "kill"
-               and isinstance(op.get("value"), dict) and op["value"].get("z1") == "killed"
-               for op in ops), "the dedicated controller on z1 was never killed"
+    assert killed_by_nemesis(folder, "z1"), "the dedicated controller on z1 was never killed"
     assert (folder / "nodes" / "z1" / "controller-events.jsonl").stat().st_size > 0
     assert ssh_runs(tmp_path / "state", include_owned=True) == []

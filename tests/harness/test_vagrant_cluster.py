@@ -27,6 +27,7 @@ import pytest
 from harness.control import libvirt_host
 from harness.control.vagrant_box import BoxRecipe, default_box_cache, ensure_box, register_box
 from nemesis.package import FAULTS, expand, schedule_steps
+from tests.support.runs import killed_by_nemesis, nemesis_completions
 
 pytestmark = [
     pytest.mark.cluster,
@@ -100,11 +101,6 @@ def virtual_machines(tmp_path: Path, machines: dict[str, str]):
     assert not libvirt_host.running()
 
 
-def nemesis_ops(run: Path) -> list[dict]:
-    history = [json.loads(line) for line in (run / "history.jsonl").read_text().splitlines()]
-    return [op for op in history if op["process"] == "nemesis" and op["type"] == "info"]
-
-
 def test_safe_run_with_partitions_and_crash_vm_on_virtual_machines(tmp_path):
     store = tmp_path / "store"
     with virtual_machines(tmp_path, MACHINES) as (vagrant_dir, seconds):
@@ -119,7 +115,7 @@ def test_safe_run_with_partitions_and_crash_vm_on_virtual_machines(tmp_path):
         run = (store / "latest").resolve()
         results = json.loads((run / "results.json").read_text())
         assert done.returncode == 0 and results["valid"] is True, json.dumps(results)[:3000]
-        nemesis = nemesis_ops(run)
+        nemesis = nemesis_completions(run)
         crashed = [op for op in nemesis if op["f"] == "crash-vm"
                    and isinstance(op["value"], dict) and "powered-off" in op["value"].values()]
         restarted = [op for op in nemesis if op["f"] == "start-vm"
@@ -151,7 +147,5 @@ def test_kafka_4_on_kraft_with_a_dedicated_controller_on_virtual_machines(tmp_pa
         assert done.returncode == 0 and results["valid"] is True, json.dumps(results)[:3000]
         test = json.loads((run / "test.json").read_text())
         assert (test["broker"]["metadata"], test["broker"]["quorum"]) == ("kraft", "dynamic")
-        killed = [op for op in nemesis_ops(run) if op["f"] == "kill"
-                  and isinstance(op["value"], dict) and op["value"].get("c1") == "killed"]
-        assert killed, "the dedicated controller c1 was never killed"
+        assert killed_by_nemesis(run, "c1"), "the dedicated controller c1 was never killed"
         assert (run / "nodes" / "c1" / "controller-events.jsonl").stat().st_size > 0
