@@ -28,6 +28,8 @@ from typing import Any
 from checker.core import Composed
 from checker.registry import FAULTS_CHECKER, checker_names, composed
 from harness.config import ConfigError, TestConfig
+from harness.db.kafka.distribution import ZOOKEEPER_VERSION, KafkaUnavailable
+from harness.db.kafka.distribution import fetch as fetch_kafka
 from harness.db.part import DB, DBContext
 from harness.db.registry import DBS
 from harness.scenarios import SCENARIOS
@@ -41,6 +43,7 @@ from nemesis.package import (
     package,
 )
 from workloads.core.part import Workload, WorkloadContext, WorkloadKind
+from workloads.kafka.java.build import JavaClientUnavailable, compiled
 from workloads.registry import WORKLOADS
 
 __all__ = ["Test", "WorkloadPart", "build_test", "versions"]
@@ -103,6 +106,7 @@ def build_test(config: TestConfig) -> Test:
     kind = WORKLOADS[run.workload]
     try:
         db = DBS[run.db].build(config.db, DBContext(run.nodes, config.backend))
+        workload_options = _with_java_client(config.workload, db)
         checker = composed(checker_names(run.checker) if run.checker
                            else (*kind.checkers_for(config.workload), FAULTS_CHECKER))
         offer = db.offer()
@@ -112,12 +116,31 @@ def build_test(config: TestConfig) -> Test:
         raise ConfigError(str(error)) from error
     return Test(
         name=run.name or run.workload, seed=seed, time_limit=run.time_limit, store=Path(run.store),
-        nodes=run.nodes, db=db, workload=WorkloadPart(run.workload, kind, config.workload),
+        nodes=run.nodes, db=db, workload=WorkloadPart(run.workload, kind, workload_options),
         nemesis=nemesis, checker=checker,
         recovery_seconds=run.recovery_seconds, final_read_seconds=run.final_read_seconds,
         spark_master=run.spark_master, scenario=run.scenario,
         config=_as_run(config.to_json(), seed, nemesis if run.scenario else None),
         check=not run.no_check)
+
+
+def _with_java_client(options: Any, db: DB) -> Any:
+    """The workload's options with the Java client compiled, when they ask for it: against
+    `java_client_version`'s jars, else the cluster's own Kafka, else Kafka 3.9.1 (the
+    newest of the ZooKeeper era, for our broker). ValueError when neither can be had."""
+    if getattr(options, "client", None) != "java":
+        return options
+    broker = db.describe().get("broker", {})
+    version = options.java_client_version
+    try:
+        if version is None and broker.get("kind") == "kafka":
+            version, libs = broker["version"], Path(broker["local_libs"])
+        else:
+            version = version or ZOOKEEPER_VERSION
+            libs = fetch_kafka(version).libs
+        return replace(options, java_runtime=compiled(version, libs))
+    except (KafkaUnavailable, JavaClientUnavailable) as error:
+        raise ValueError(f"--client java: {error}") from error
 
 
 def _as_run(sections: dict[str, Any], seed: int, staged: Package | None) -> dict[str, Any]:

@@ -55,6 +55,11 @@ for version in 3.9.1 4.1.1 4.2.0; do
     fi
 done
 
+# The Java client of `--client java` (workloads/kafka/java/KchaosClient.java), compiled
+# against each cached Kafka's jars only when its source changed (a sha256 stamp per version).
+.venv/bin/python -m workloads.kafka.java.build 3.9.1 .cache/kafka/3.9.1/libs \
+    4.1.1 .cache/kafka/4.1.1/libs 4.2.0 .cache/kafka/4.2.0/libs >/dev/null
+
 # The Java clients of the tests (tests/support/group_clients/GroupConsumer.java and
 # tests/support/txn_clients/TxnDriver.java), compiled against the cached kafka-clients only
 # when their sources changed (a sha256 stamp).

@@ -37,12 +37,13 @@ from workloads.core.part import Workload, WorkloadContext, WorkloadKind
 from workloads.groups import ops as group_ops
 from workloads.groups.consumer import COMMIT_MODES
 from workloads.kafka.client import ClientOptions, drain_idle_polls
+from workloads.kafka.java.build import JavaRuntime
 
 __all__ = ["ACKS", "CHECKERS", "CLIENTS", "COMMIT_MODES", "ISOLATION_LEVELS", "KIND",
            "QueueOptions", "SUB_VIA", "SendGenerator", "TxnGenerator", "checkers",
            "client_factory", "queue_workload"]
 
-CLIENTS = ("confluent", "kafka-python")
+CLIENTS = ("confluent", "kafka-python", "java")
 ACKS = ("0", "1", "all")
 SUB_VIA = ("assign", "subscribe")
 ISOLATION_LEVELS = ("read_committed", "read_uncommitted")
@@ -59,6 +60,9 @@ class QueueOptions:
 
     client: str = field(default="confluent", metadata={"help": "Kafka client",
                                                        "choices": CLIENTS})
+    java_client_version: str | None = field(default=None, metadata={
+        "help": "the Java client's kafka-clients version (default: the cluster's Kafka "
+                "version, 3.9.1 on our broker)", "metavar": "VERSION"})
     acks: str = field(default="all", metadata={"help": "producer acks", "choices": ACKS})
     idempotence: bool = field(default=False, metadata={"help": "idempotent producers"})
     retries: int | None = field(default=None, metadata={
@@ -89,6 +93,7 @@ class QueueOptions:
                 "with --txn; transfer: its transfers)",
         "metavar": "R"})
     bootstrap_servers: tuple[str, ...] = ()
+    java_runtime: JavaRuntime | None = None  # the compiled Java client, set by the harness
     topic: str = "kchaos"
     replication_factor: int = 3
     poll_timeout: float = 0.5
@@ -107,6 +112,9 @@ class QueueOptions:
     def __post_init__(self) -> None:
         if self.client not in CLIENTS and self.client != "kafka_python":
             raise ValueError(f"unknown client {self.client!r}; known: {', '.join(CLIENTS)}")
+        if self.java_client_version is not None and self.client != "java":
+            raise ValueError(f"--java-client-version {self.java_client_version} is for the "
+                             f"Java client, not {self.client}: add --client java or drop it")
         if str(self.acks) not in ACKS:
             raise ValueError(f"acks must be one of {', '.join(ACKS)}, got {self.acks!r}")
         if self.keys < 1:
@@ -187,7 +195,7 @@ class QueueOptions:
             poll_timeout=self.poll_timeout, sub_via=self.sub_via, commit=self.commit,
             session_timeout_ms=self.session_timeout_ms, isolation_level=self.isolation_level,
             transactional=self.txn, transactional_id=f"{self.topic}-txn",
-            concurrency=self.concurrency)
+            concurrency=self.concurrency, java=self.java_runtime)
 
     def test_fields(self) -> dict[str, Any]:
         """What test.json records of these options (the checkers read them)."""
@@ -199,6 +207,8 @@ class QueueOptions:
                           session_timeout_ms=self.session_timeout_ms)
         if self.txn:
             fields["transactional_ids"] = list(self.client_options().transactional_ids())
+        if self.java_runtime is not None:
+            fields["java_client_version"] = self.java_runtime.version
         return fields
 
 
@@ -211,7 +221,11 @@ def checkers(options: QueueOptions) -> tuple[str, ...]:
 
 
 def client_factory(name: str, options: ClientOptions) -> Client:
-    """The unopened client of adapter `name` ("confluent" or "kafka-python")."""
+    """The unopened client of adapter `name` ("confluent", "kafka-python" or "java", which
+    needs the compiled client in `options.java`)."""
+    if name == "java":
+        from workloads.kafka.java.client import JavaClient
+        return JavaClient(options)
     if name == "confluent":
         from workloads.kafka.confluent import ConfluentClient
         return ConfluentClient(options)

@@ -104,7 +104,7 @@ def test_queue_options_producer_settings():
     assert QueueOptions(bootstrap_servers=("a:1",), idempotence=True).client_options().retries > 0
     assert client.bootstrap_for("b:2") == ["b:2", "a:1"]
     with pytest.raises(ValueError, match="unknown client"):
-        queue_workload(QueueOptions(bootstrap_servers=("a:1",), client="java"))
+        queue_workload(QueueOptions(bootstrap_servers=("a:1",), client="rust"))
 
 
 def test_every_send_completion_carries_the_producers_acks():

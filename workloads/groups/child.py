@@ -1,7 +1,8 @@
 """The parent's side of a consumer child process (`workloads.groups.consumer`).
 
 `ConsumerChild` starts a Python running the `main` of a given module (imported, not run
-with `-m`, so that runpy never warns of a double import), writes its configuration,
+with `-m`, so that runpy never warns of a double import), or a given command line (the
+Java client's, `workloads.kafka.java`), writes its configuration,
 and sends requests with increasing ids; a reader thread hands each reply to the request
 waiting for its id, so a request that timed out (its child SIGSTOPped, say) can never
 take the answer of a later one. A request that gets no reply in its timeout raises
@@ -28,7 +29,7 @@ import signal
 import subprocess
 import sys
 import threading
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -58,6 +59,20 @@ def _environment() -> dict[str, str]:
     return env
 
 
+def command_of(main: str | Sequence[str]) -> tuple[str, ...]:
+    """The command line of a child: a Python running module `main`'s `main`, or `main`
+    itself when it is a command line."""
+    if isinstance(main, str):
+        return (sys.executable, "-c", f"from {main} import main; main()")
+    return tuple(main)
+
+
+def _spawn(command: Sequence[str]) -> subprocess.Popen:
+    return subprocess.Popen(list(command), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, bufsize=1, env=_environment(),
+                            cwd=PROJECT_ROOT)
+
+
 class ChildConfig(Protocol):
     """What a child is started with: its first line, and its group (for the logs)."""
 
@@ -69,12 +84,10 @@ class ChildConfig(Protocol):
 class ConsumerChild:
     """One running member process; see the module docstring."""
 
-    def __init__(self, config: ChildConfig, main: str) -> None:
+    def __init__(self, config: ChildConfig, main: str | Sequence[str],
+                 process: subprocess.Popen | None = None) -> None:
         self.config = config
-        self.process = subprocess.Popen(
-            [sys.executable, "-c", f"from {main} import main; main()"], stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, bufsize=1,
-            env=_environment(), cwd=PROJECT_ROOT)
+        self.process = process if process is not None else _spawn(command_of(main))
         self._waiting: dict[int, queue.Queue] = {}
         self._lock = threading.Lock()
         self._next_id = 0
@@ -159,15 +172,7 @@ class ConsumerChild:
         self._reap()
 
     def _reap(self) -> None:
-        try:
-            self.process.wait(REAP_SECONDS)
-        except subprocess.TimeoutExpired:
-            log.warning("consumer child %s did not exit", self.pid)
-        for stream in (self.process.stdin, self.process.stdout, self.process.stderr):
-            try:
-                stream.close()
-            except (OSError, ValueError):
-                pass
+        _reap(self.process)
 
     def abandon(self) -> None:
         """Close its stdin: it finishes what it was doing, then exits by itself."""
@@ -190,20 +195,50 @@ class ConsumerChild:
         return reply
 
 
-class ConsumerChildren:
-    """The consumer children of one workload (shared by all its clients)."""
+def _reap(process: subprocess.Popen) -> None:
+    """Wait for an exiting process and close its pipes."""
+    try:
+        process.wait(REAP_SECONDS)
+    except subprocess.TimeoutExpired:
+        log.warning("consumer child %s did not exit", process.pid)
+    for stream in (process.stdin, process.stdout, process.stderr):
+        try:
+            stream.close()
+        except (OSError, ValueError):
+            pass
 
-    def __init__(self) -> None:
+
+class ConsumerChildren:
+    """The consumer children of one workload (shared by all its clients). With `spares`
+    each command keeps one process started ahead of need, waiting for its configuration,
+    so a new child answers without the wait of a runtime's start (a JVM takes a second or
+    more on busy cores)."""
+
+    def __init__(self, spares: bool = False) -> None:
         self._lock = threading.Lock()
         self._live: dict[int, ConsumerChild] = {}
         self._abandoned: list[ConsumerChild] = []
+        self._keeps_spares = spares
+        self._spares: dict[tuple[str, ...], subprocess.Popen] = {}
 
-    def start(self, config: ChildConfig, main: str) -> ConsumerChild:
-        child = ConsumerChild(config, main)
+    def start(self, config: ChildConfig, main: str | Sequence[str]) -> ConsumerChild:
+        child = ConsumerChild(config, main, self._spare(command_of(main)))
         with self._lock:
             self._live[child.pid] = child
             self._abandoned = [c for c in self._abandoned if c.alive]
         return child
+
+    def _spare(self, command: tuple[str, ...]) -> subprocess.Popen | None:
+        """A process of `command` started earlier (a spare started in its place), or None."""
+        if not self._keeps_spares:
+            return None
+        with self._lock:
+            ready = self._spares.pop(command, None)
+            self._spares[command] = _spawn(command)
+        if ready is not None and ready.poll() is not None:
+            _reap(ready)
+            return None
+        return ready
 
     def release(self, child: ConsumerChild) -> None:
         """The child's client lets it go (it is being closed or killed)."""
@@ -223,8 +258,13 @@ class ConsumerChildren:
             return sorted(pid for pid, child in self._live.items() if child.alive)
 
     def kill_all(self) -> None:
+        """Kill every child and spare."""
         with self._lock:
             children = [*self._live.values(), *self._abandoned]
-            self._live, self._abandoned = {}, []
+            spares = list(self._spares.values())
+            self._live, self._abandoned, self._spares = {}, [], {}
         for child in children:
             child.kill()
+        for spare in spares:
+            spare.kill()
+            _reap(spare)

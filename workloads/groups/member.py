@@ -24,7 +24,7 @@ op timeout to leave its group, then kills it).
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from workloads.core.client import completed
@@ -47,7 +47,7 @@ class GroupMember:
     """A subscribed consumer of one client process; see the module docstring."""
 
     def __init__(self, children: ConsumerChildren, config: MemberConfig,
-                 clock: Callable[[], int] | None, main: str) -> None:
+                 clock: Callable[[], int] | None, main: str | Sequence[str]) -> None:
         self.children = children
         self.config = config
         self.clock = clock

@@ -20,7 +20,7 @@ callbacks) get the history's clock from the worker (`use_clock`).
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -29,6 +29,7 @@ from workloads.groups.child import ConsumerChildren
 from workloads.groups.consumer import MemberConfig
 from workloads.groups.member import GroupMember
 from workloads.kafka.errors import outcome
+from workloads.kafka.java.build import JavaRuntime
 
 __all__ = [
     "ClientOptions",
@@ -70,6 +71,7 @@ class ClientOptions:
     transactional: bool = False
     transactional_id: str = "kchaos-txn"
     concurrency: int = 1
+    java: JavaRuntime | None = None  # the compiled Java client (`--client java` only)
 
     def topic_of(self, key: Any) -> str:
         """The topic of `key`: its own in `key_topics`, else `topic`."""
@@ -115,11 +117,13 @@ class ClientOptions:
 
 @dataclass
 class Delivery:
-    """What became of one send micro-op: its offset, a Kafka error name, or nothing yet."""
+    """What became of one send micro-op: its offset, a Kafka error name, or nothing yet;
+    `definite` when the client knows the record never left it, whatever the error."""
 
     offset: int | None = None
     error: str | None = None
     done: bool = False
+    definite: bool = False
 
     def report(self, error: Any, message: Any) -> None:
         """A confluent-kafka delivery callback: the error's name, or the record's offset."""
@@ -156,7 +160,8 @@ def send_completion(op: Mapping[str, Any], deliveries: list[Delivery], *, retrie
             kinds.append("info")
             errors.append("timeout")
         elif delivery.error is not None:
-            kinds.append(outcome(delivery.error, retried=retried))
+            kinds.append("fail" if delivery.definite
+                         else outcome(delivery.error, retried=retried))
             errors.append(delivery.error)
         else:
             kinds.append("ok")
@@ -198,10 +203,10 @@ class QueueClient:
     implement `_send`, `_poll`, `_assign`, `_committed` and `_end_offsets`. `children` is
     the workload's registry of consumer child processes, shared by the factory value and
     its copies; `member_main` the module whose `main` serves a consumer child of the
-    adapter's library."""
+    adapter's library (or the command line of one, for a client not in Python)."""
 
     library = ""
-    member_main = ""
+    member_main: str | Sequence[str] = ""
 
     def __init__(self, options: ClientOptions, node: str | None = None,
                  children: ConsumerChildren | None = None) -> None:
