@@ -28,6 +28,7 @@ from typing import Any
 from checker.core import Composed
 from checker.registry import FAULTS_CHECKER, checker_names, composed
 from harness.config import ConfigError, TestConfig
+from harness.db.kafka.broker import kafka_release
 from harness.db.kafka.distribution import ZOOKEEPER_VERSION, KafkaUnavailable
 from harness.db.kafka.distribution import fetch as fetch_kafka
 from harness.db.part import DB, DBContext
@@ -105,7 +106,8 @@ def build_test(config: TestConfig) -> Test:
     seed = run.seed if run.seed is not None else random.SystemRandom().randrange(1 << 31)
     kind = WORKLOADS[run.workload]
     try:
-        db = DBS[run.db].build(config.db, DBContext(run.nodes, config.backend))
+        db = DBS[run.db].build(_with_group_protocol(config), DBContext(run.nodes, config.backend))
+        _check_group_protocol(config.workload, db)
         workload_options = _with_java_client(config.workload, db)
         checker = composed(checker_names(run.checker) if run.checker
                            else (*kind.checkers_for(config.workload), FAULTS_CHECKER))
@@ -122,6 +124,40 @@ def build_test(config: TestConfig) -> Test:
         spark_master=run.spark_master, scenario=run.scenario,
         config=_as_run(config.to_json(), seed, nemesis if run.scenario else None),
         check=not run.no_check)
+
+
+def _consumer_protocol(options: Any) -> bool:
+    return getattr(options, "group_protocol", "classic") == "consumer"
+
+
+def _with_group_protocol(config: TestConfig) -> Any:
+    """The db's options, with the consumer groups' timings on the coordinator when the
+    workload's groups use the consumer protocol of KIP-848, whose coordinator owns the
+    session and heartbeat: the workload's session timeout (unless the user set them)."""
+    if not _consumer_protocol(config.workload):
+        return config.db
+    if config.run.db != "kafka":
+        raise ValueError(f"--group-protocol consumer: the {config.run.db} broker implements "
+                         "the classic group protocol of the design documents (JoinGroup, "
+                         "SyncGroup, Heartbeat), not KIP-848's ConsumerGroupHeartbeat; use "
+                         "--db kafka (4.x) or --group-protocol classic")
+    session = config.workload.session_timeout_ms
+    heartbeat = max(100, session // 3)
+    timings = {"group.consumer.session.timeout.ms": session,
+               "group.consumer.min.session.timeout.ms": min(session, 45_000),
+               "group.consumer.heartbeat.interval.ms": heartbeat,
+               "group.consumer.min.heartbeat.interval.ms": min(heartbeat, 5_000)}
+    given = config.db.broker_config
+    return replace(config.db, broker_config={
+        **{name: str(value) for name, value in timings.items()}, **given})
+
+
+def _check_group_protocol(options: Any, db: DB) -> None:
+    """ValueError when the workload's groups use KIP-848 on a Kafka without it."""
+    version = db.describe().get("broker", {}).get("version", "")
+    if _consumer_protocol(options) and kafka_release(version) < (4, 0):
+        raise ValueError(f"--group-protocol consumer needs Kafka 4.0 or later (KIP-848 came "
+                         f"with it), not {version}: add --kafka-version 4.1.1 or drop it")
 
 
 def _with_java_client(options: Any, db: DB) -> Any:

@@ -39,11 +39,14 @@ from workloads.groups.consumer import COMMIT_MODES
 from workloads.kafka.client import ClientOptions, drain_idle_polls
 from workloads.kafka.java.build import JavaRuntime
 
-__all__ = ["ACKS", "CHECKERS", "CLIENTS", "COMMIT_MODES", "ISOLATION_LEVELS", "KIND",
+__all__ = ["ACKS", "CHECKERS", "CLIENTS", "COMMIT_MODES", "GROUP_PROTOCOLS", "ISOLATION_LEVELS",
+           "KIND",
            "QueueOptions", "SUB_VIA", "SendGenerator", "TxnGenerator", "checkers",
            "client_factory", "queue_workload"]
 
 CLIENTS = ("confluent", "kafka-python", "java")
+GROUP_PROTOCOLS = ("classic", "consumer")
+KIP848_CLIENTS = ("confluent", "java")
 ACKS = ("0", "1", "all")
 SUB_VIA = ("assign", "subscribe")
 ISOLATION_LEVELS = ("read_committed", "read_uncommitted")
@@ -81,6 +84,10 @@ class QueueOptions:
         "help": "subscribe mode's offset commits: auto (enable.auto.commit), after-process "
                 "(commit op after each poll: at-least-once), before-process (commit inside "
                 "the poll, before processing: at-most-once)", "choices": COMMIT_MODES})
+    group_protocol: str = field(default="classic", metadata={
+        "help": "subscribe mode's group protocol: classic (JoinGroup/SyncGroup) or consumer "
+                "(KIP-848, Kafka 4.x; java and confluent clients)",
+        "choices": GROUP_PROTOCOLS})
     session_timeout_ms: int = field(default=6000, metadata={
         "help": "consumer group session timeout in subscribe mode", "metavar": "MS"})
     txn: bool = field(default=False, metadata={
@@ -145,6 +152,17 @@ class QueueOptions:
             raise ValueError(f"session_timeout_ms must be >= {MIN_SESSION_TIMEOUT_MS}, got "
                              f"{self.session_timeout_ms}: brokers reject shorter sessions "
                              "(group.min.session.timeout.ms)")
+        if self.group_protocol not in GROUP_PROTOCOLS:
+            raise ValueError(f"group_protocol {self.group_protocol!r} is not one of "
+                             f"{', '.join(GROUP_PROTOCOLS)}")
+        if self.group_protocol == "consumer":
+            if not self.subscribe:
+                raise ValueError("--group-protocol consumer is for consumer groups: add "
+                                 "--sub-via subscribe")
+            if self.client not in KIP848_CLIENTS:
+                raise ValueError(f"--group-protocol consumer: {self.client} has no client of "
+                                 f"the KIP-848 protocol; use --client "
+                                 f"{' or --client '.join(KIP848_CLIENTS)}")
         if self.sub_via == "subscribe" and self.groups > self.concurrency:
             raise ValueError(f"groups ({self.groups}) exceeds concurrency ({self.concurrency}): "
                              "every group needs a consumer thread; lower groups or raise "
@@ -195,7 +213,8 @@ class QueueOptions:
             poll_timeout=self.poll_timeout, sub_via=self.sub_via, commit=self.commit,
             session_timeout_ms=self.session_timeout_ms, isolation_level=self.isolation_level,
             transactional=self.txn, transactional_id=f"{self.topic}-txn",
-            concurrency=self.concurrency, java=self.java_runtime)
+            concurrency=self.concurrency, java=self.java_runtime,
+            group_protocol=self.group_protocol)
 
     def test_fields(self) -> dict[str, Any]:
         """What test.json records of these options (the checkers read them)."""
@@ -204,7 +223,8 @@ class QueueOptions:
                   "isolation_level": self.isolation_level, "abort_rate": self.abort_rate}
         if self.subscribe:
             fields.update(sub_via=self.sub_via, commit=self.commit, groups=self.groups,
-                          session_timeout_ms=self.session_timeout_ms)
+                          session_timeout_ms=self.session_timeout_ms,
+                          group_protocol=self.group_protocol)
         if self.txn:
             fields["transactional_ids"] = list(self.client_options().transactional_ids())
         if self.java_runtime is not None:

@@ -52,11 +52,15 @@ def _same_rebalance(earlier: Ownership, later: Ownership) -> bool:
 
 # --- split-assignment --------------------------------------------------------------------------
 
-def split_assignments(group: Group, history_end: int) -> list[dict[str, Any]]:
+def split_assignments(group: Group, history_end: int, *, one_generation_excuses: bool = True
+                      ) -> list[dict[str, Any]]:
     """Two members owning a key over a common time, not excused by one rebalance. An
     ownership its client ended as lost is a zombie's (removed from the group while it
     could not tell, e.g. paused past its session timeout): the coordinator had given the
-    key away already, so it splits nothing."""
+    key away already, so it splits nothing. Under the consumer protocol of KIP-848
+    (`one_generation_excuses` false) nothing excuses: the coordinator assigns a partition
+    only once its owner acknowledged the revocation, and the numbers are member epochs,
+    each member's own."""
     found = []
     for key, items in _by_key(group.ownerships).items():
         active: list[Ownership] = []
@@ -64,7 +68,8 @@ def split_assignments(group: Group, history_end: int) -> list[dict[str, Any]]:
             active = [o for o in active if _end(o, history_end) > later.start
                       and o.end_reason != "lost"]
             for earlier in active:
-                if earlier.process != later.process and not _same_rebalance(earlier, later):
+                if earlier.process != later.process and not (
+                        one_generation_excuses and _same_rebalance(earlier, later)):
                     found.append(_split_witness(group, key, earlier, later, history_end))
             active.append(later)
     return found

@@ -118,6 +118,16 @@ def test_near_miss_revocation_in_the_generation_of_the_new_assignment():
     assert "split-assignment" not in result.anomalies
 
 
+def test_under_the_consumer_protocol_equal_member_epochs_excuse_nothing():
+    """KIP-848's coordinator moves a key only after its owner acknowledged the revocation,
+    and the numbers are member epochs, each member's own: equal ones prove no rebalance."""
+    history = split_history(revoke_generation=2, assign_generation=2)
+    result = check(history, test={"group_protocol": "consumer"})
+    assert kinds(result) == {"split-assignment": 1}
+    assert result.stats["group-protocol"] == "consumer"
+    assert check(history).stats["group-protocol"] == "classic"
+
+
 def test_near_miss_revoke_then_assign_and_a_crashed_owner():
     b = GroupBuilder()
     b.subscribe(1, [b.entry([0], 1, "m1")])

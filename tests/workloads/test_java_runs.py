@@ -31,8 +31,9 @@ def run(tmp_path: Path, *args: str) -> tuple[Path, str]:
     before = java_children()
     store = tmp_path / "store"
     done = subprocess.run(
-        [KCHAOS, "run", "--client", "java", "--nodes", "3", "--seed", "5", "--time-limit", "15",
-         "--nemesis-interval", "5", "--final-read-seconds", "40", "--store", str(store), *args],
+        [KCHAOS, "run", "--nodes", "3", "--seed", "5", "--time-limit", "15",
+         "--nemesis-interval", "5", "--final-read-seconds", "40", "--store", str(store), *args,
+         *(() if "--client" in args else ("--client", "java"))],
         env=dict(os.environ, KCHAOS_STATE_DIR=str(tmp_path / "state")), capture_output=True,
         text=True, timeout=280)
     (tmp_path / "stdout.txt").write_text(done.stdout + "\n--- stderr ---\n" + done.stderr)
@@ -68,3 +69,25 @@ def test_java_on_kafka_4_on_kraft_under_a_broker_kill(tmp_path):
     ops = history(folder)
     assert sum(1 for op in ops if op["f"] == "send" and op["type"] == "ok") > 50
     assert any(op["f"] == "poll" and op["type"] == "ok" and op["value"][0][1] for op in ops)
+
+
+@pytest.mark.clients
+@requirements.kafka_jars("4.1.1")
+@pytest.mark.parametrize("client", ["java", "confluent"])
+def test_the_consumer_protocol_of_kip_848_under_coordinator_faults(tmp_path, client):
+    folder, stdout = run(tmp_path, "--db", "kafka", "--kafka-version", "4.1.1",
+                         "--sub-via", "subscribe", "--groups", "2", "--group-protocol",
+                         "consumer", "--nemesis", "kill-coordinator,pause-consumers",
+                         "--client", client)
+    verdict = next(line for line in stdout.splitlines() if line.startswith("kchaos: VALID"))
+    assert "never" not in verdict, verdict
+    assert read_test(folder)["group_protocol"] == "consumer"
+    logs = "".join(path.read_text() for path in (folder / "nodes").glob("*/server.log"))
+    assert "joins the consumer group using the consumer protocol" in logs
+    assert "joins the consumer group using the classic protocol" not in logs
+    ops = history(folder)
+    epochs = [entry["generation"] for op in ops for entry in op.get("rebalances") or ()]
+    if client == "java":
+        assert epochs and all(isinstance(epoch, int) for epoch in epochs), "member epochs"
+    results = json.loads((folder / "results.json").read_text())
+    assert results["checkers"]["groups"]["stats"]["group-protocol"] == "consumer"

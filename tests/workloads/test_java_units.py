@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -44,7 +45,8 @@ def test_the_client_refuses_to_start_uncompiled():
 def test_the_command_runs_the_compiled_class_against_the_versions_jars():
     command = JavaRuntime("4.2.0", Path("/k/libs"), Path("/c/4.2.0")).command("member")
     assert command[0] == "java" and command[-2:] == ["KchaosClient", "member"]
-    assert command[command.index("-cp") + 1] == "/c/4.2.0:/k/libs/*"
+    assert command[command.index("-cp") + 1] == "/c/4.2.0/kchaos-client.jar:/k/libs/*"
+    assert not any("SharedArchiveFile" in part for part in command), "no archive, none used"
 
 
 @pytest.mark.parametrize(("answer", "kind", "error"), [
@@ -70,7 +72,7 @@ def test_a_rejection_after_retries_is_indeterminate():
 @requirements.kafka_jars(ZOOKEEPER_VERSION)
 def test_compiles_once_per_source_and_jars(tmp_path):
     first = compiled(ZOOKEEPER_VERSION, LIBS, cache=tmp_path)
-    built = first.classes / "KchaosClient.class"
+    built = first.classes / "kchaos-client.jar"
     stamp = built.stat().st_mtime_ns
     assert compiled(ZOOKEEPER_VERSION, LIBS, cache=tmp_path) == first
     assert built.stat().st_mtime_ns == stamp, "compiled again with nothing changed"
@@ -100,18 +102,21 @@ class _Config:
 
 
 def test_spares_start_ahead_and_are_killed_with_the_children():
-    children = ConsumerChildren(spares=True)
+    children = ConsumerChildren(spares=2)
     try:
+        children.prepare(ECHO)
+        ready = [p.pid for p in children._spares[tuple(ECHO)]]
+        assert len(ready) == 2
         first = children.start(_Config(), ECHO)
-        spare = children._spares[tuple(ECHO)]
         second = children.start(_Config(), ECHO)
-        assert second.pid == spare.pid, "the second child is the spare started at the first"
+        assert [first.pid, second.pid] == ready, "children take the spares in order"
         assert second.request("ping", 10)["result"] == second.pid
         assert first.request("ping", 10)["result"] == first.pid
-        waiting = children._spares[tuple(ECHO)]
+        waiting = list(children._spares[tuple(ECHO)])
+        assert len(waiting) == 2, "each start tops the spares up"
     finally:
         children.kill_all()
-    for process in (first.process, second.process, waiting):
+    for process in (first.process, second.process, *waiting):
         assert process.poll() is not None
     assert children._spares == {}
 
@@ -120,7 +125,8 @@ def test_without_spares_nothing_waits():
     children = ConsumerChildren()
     try:
         children.start(_Config(), ECHO)
-        assert children._spares == {}
+        children.prepare(ECHO)
+        assert not any(children._spares.values())
     finally:
         children.kill_all()
 
@@ -134,7 +140,8 @@ def _java_test(tmp_path: Path, **overrides: str):
 def test_a_run_on_our_broker_compiles_the_zookeeper_eras_newest_client(tmp_path):
     runtime = _java_test(tmp_path)
     assert runtime.version == ZOOKEEPER_VERSION
-    assert (runtime.classes / "KchaosClient.class").exists()
+    assert (runtime.classes / "kchaos-client.jar").exists()
+    assert (runtime.classes / "member.jsa").exists(), "the class-data archive of a member"
 
 
 @requirements.kafka_jars("4.1.1")
@@ -156,3 +163,56 @@ def test_the_bootstrap_compiles_the_client(tmp_path):
     done = subprocess.run([sys.executable, "-m", "workloads.kafka.java.build"],
                           capture_output=True, text=True, env=dict(os.environ))
     assert done.returncode != 0 and "usage" in done.stderr
+
+
+@pytest.mark.parametrize(("fields", "words"), [
+    ({"group_protocol": "consumer"}, "add --sub-via subscribe"),
+    ({"group_protocol": "consumer", "sub_via": "subscribe", "client": "kafka-python"},
+     "kafka-python has no client of the KIP-848 protocol"),
+    ({"group_protocol": "eager"}, "not one of classic, consumer"),
+])
+def test_group_protocol_options_are_checked(fields, words):
+    with pytest.raises(ValueError, match=words):
+        QueueOptions(**fields)
+
+
+def test_the_consumer_protocol_reaches_the_members_configuration():
+    from workloads.kafka.confluent_member import ConfluentMember
+
+    options = QueueOptions(sub_via="subscribe", group_protocol="consumer",
+                           bootstrap_servers=("a:1",))
+    assert options.test_fields()["group_protocol"] == "consumer"
+    runtime = JavaRuntime("4.1.1", Path("/l"), Path("/c"))
+    member = JavaClient(replace(options.client_options(), java=runtime)).member_config("g0")
+    assert member.to_json()["group_protocol"] == "consumer"
+    settings = ConfluentMember._consumer_config(type("Stub", (), {"config": member})())
+    assert settings["group.protocol"] == "consumer"
+    assert "session.timeout.ms" not in settings and "heartbeat.interval.ms" not in settings
+
+
+def test_our_broker_refuses_the_consumer_protocol(tmp_path):
+    config = load_config(overrides={"sub_via": "subscribe", "group_protocol": "consumer",
+                                    "store": str(tmp_path)})
+    with pytest.raises(ConfigError, match="classic group protocol of the design documents"):
+        build_test(config)
+
+
+@requirements.kafka_jars(ZOOKEEPER_VERSION)
+def test_kafka_before_4_refuses_the_consumer_protocol(tmp_path):
+    config = load_config(overrides={"sub_via": "subscribe", "group_protocol": "consumer",
+                                    "db": "kafka", "kafka_version": ZOOKEEPER_VERSION,
+                                    "store": str(tmp_path)})
+    with pytest.raises(ConfigError, match="needs Kafka 4.0 or later"):
+        build_test(config)
+
+
+@requirements.kafka_jars("4.1.1")
+def test_the_consumer_protocol_puts_the_session_on_the_coordinator(tmp_path):
+    config = load_config(overrides={
+        "sub_via": "subscribe", "group_protocol": "consumer", "db": "kafka",
+        "kafka_version": "4.1.1", "session_timeout_ms": 9000, "store": str(tmp_path),
+        "broker_config": {"group.consumer.heartbeat.interval.ms": "2500"}})
+    settings = build_test(config).db.describe()["broker_config"]
+    assert settings["group.consumer.session.timeout.ms"] == "9000"
+    assert settings["group.consumer.min.session.timeout.ms"] == "9000"
+    assert settings["group.consumer.heartbeat.interval.ms"] == "2500", "the user's value wins"

@@ -210,16 +210,16 @@ def _reap(process: subprocess.Popen) -> None:
 
 class ConsumerChildren:
     """The consumer children of one workload (shared by all its clients). With `spares`
-    each command keeps one process started ahead of need, waiting for its configuration,
-    so a new child answers without the wait of a runtime's start (a JVM takes a second or
-    more on busy cores)."""
+    each command keeps that many processes started ahead of need (`prepare`), waiting for
+    their configuration, so a new child answers without the wait of a runtime's start (a
+    JVM takes a second or more on busy cores)."""
 
-    def __init__(self, spares: bool = False) -> None:
+    def __init__(self, spares: int = 0) -> None:
         self._lock = threading.Lock()
         self._live: dict[int, ConsumerChild] = {}
         self._abandoned: list[ConsumerChild] = []
-        self._keeps_spares = spares
-        self._spares: dict[tuple[str, ...], subprocess.Popen] = {}
+        self._spare_count = spares
+        self._spares: dict[tuple[str, ...], list[subprocess.Popen]] = {}
 
     def start(self, config: ChildConfig, main: str | Sequence[str]) -> ConsumerChild:
         child = ConsumerChild(config, main, self._spare(command_of(main)))
@@ -228,13 +228,23 @@ class ConsumerChildren:
             self._abandoned = [c for c in self._abandoned if c.alive]
         return child
 
+    def prepare(self, main: str | Sequence[str]) -> None:
+        """Start spares of `main` until it has as many as this registry keeps."""
+        command = command_of(main)
+        with self._lock:
+            waiting = self._spares.setdefault(command, [])
+            waiting[:] = [p for p in waiting if p.poll() is None]
+            while len(waiting) < self._spare_count:
+                waiting.append(_spawn(command))
+
     def _spare(self, command: tuple[str, ...]) -> subprocess.Popen | None:
-        """A process of `command` started earlier (a spare started in its place), or None."""
-        if not self._keeps_spares:
+        """A live spare of `command` (others started to keep the count), or None."""
+        if not self._spare_count:
             return None
         with self._lock:
-            ready = self._spares.pop(command, None)
-            self._spares[command] = _spawn(command)
+            waiting = self._spares.get(command, [])
+            ready = waiting.pop(0) if waiting else None
+        self.prepare(command)
         if ready is not None and ready.poll() is not None:
             _reap(ready)
             return None
@@ -261,7 +271,7 @@ class ConsumerChildren:
         """Kill every child and spare."""
         with self._lock:
             children = [*self._live.values(), *self._abandoned]
-            spares = list(self._spares.values())
+            spares = [p for waiting in self._spares.values() for p in waiting]
             self._live, self._abandoned, self._spares = {}, [], {}
         for child in children:
             child.kill()

@@ -57,6 +57,7 @@ class MemberConfig:
     poll_timeout: float = 0.5
     max_poll_records: int = 500
     op_timeout: float = 5.0
+    group_protocol: str = "classic"
 
     def to_json(self) -> dict[str, Any]:
         return {"bootstrap_servers": list(self.bootstrap_servers),
@@ -64,7 +65,7 @@ class MemberConfig:
                 "partition_keys": [[p, k] for p, k in self.partition_keys.items()],
                 "commit": self.commit, "session_timeout_ms": self.session_timeout_ms,
                 "poll_timeout": self.poll_timeout, "max_poll_records": self.max_poll_records,
-                "op_timeout": self.op_timeout}
+                "op_timeout": self.op_timeout, "group_protocol": self.group_protocol}
 
     @classmethod
     def from_json(cls, raw: Mapping[str, Any]) -> MemberConfig:

@@ -72,6 +72,7 @@ class ClientOptions:
     transactional_id: str = "kchaos-txn"
     concurrency: int = 1
     java: JavaRuntime | None = None  # the compiled Java client (`--client java` only)
+    group_protocol: str = "classic"  # or "consumer" (KIP-848), subscribe mode
 
     def topic_of(self, key: Any) -> str:
         """The topic of `key`: its own in `key_topics`, else `topic`."""
@@ -265,7 +266,7 @@ class QueueClient:
             topic=options.topic, group=group, partition_keys=self._partition_keys,
             commit=options.commit, session_timeout_ms=options.session_timeout_ms,
             poll_timeout=options.poll_timeout, max_poll_records=options.max_poll_records,
-            op_timeout=options.op_timeout)
+            op_timeout=options.op_timeout, group_protocol=options.group_protocol)
 
     def _subscribe(self, op: Mapping[str, Any]) -> dict[str, Any]:
         if self.member is not None:

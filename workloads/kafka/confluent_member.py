@@ -43,7 +43,7 @@ class ConfluentMember:
 
     def _consumer_config(self) -> dict[str, Any]:
         config = self.config
-        return {
+        settings: dict[str, Any] = {
             "bootstrap.servers": ",".join(config.bootstrap_servers),
             "client.id": f"kchaos-{config.group}-{uuid.uuid4().hex[:6]}",
             "group.id": config.group,
@@ -61,6 +61,11 @@ class ConfluentMember:
             "log_level": 3,
             "logger": logging.getLogger(LIBRDKAFKA_LOGGER),
         }
+        if config.group_protocol == "consumer":
+            # KIP-848: the coordinator owns the session and heartbeat timings
+            del settings["session.timeout.ms"], settings["heartbeat.interval.ms"]
+            settings["group.protocol"] = "consumer"
+        return settings
 
     def _keys(self, partitions: list[TopicPartition]) -> list[Any]:
         """The keys of `partitions`; one an `add-partitions` fault added has none (it holds

@@ -76,15 +76,15 @@ class JavaClient(QueueClient):
     def __init__(self, options: ClientOptions, node: str | None = None,
                  children: ConsumerChildren | None = None,
                  processes: ConsumerChildren | None = None) -> None:
-        super().__init__(options, node,
-                         children if children is not None else ConsumerChildren(spares=True))
+        super().__init__(options, node, children if children is not None
+                         else ConsumerChildren(spares=options.concurrency))
         if options.java is None:
             raise ValueError("the Java client is not compiled for this run: the harness "
                              "compiles it (workloads.kafka.java.build) before the run")
         self.runtime: JavaRuntime = options.java
         self.member_main = self.runtime.command("member")
         self.processes = (processes if processes is not None
-                          else ConsumerChildren(spares=True))
+                          else ConsumerChildren(spares=1))
         self.process: ConsumerChild | None = None
 
     # -- lifecycle -----------------------------------------------------------------------
@@ -97,6 +97,8 @@ class JavaClient(QueueClient):
 
     def open(self, test: Any, node: str | None) -> JavaClient:
         client = self._start(node)
+        if self.options.sub_via == "subscribe":
+            self.children.prepare(self.member_main)
         if self.options.sub_via == "assign":
             try:
                 client._assign(list(self.options.key_partitions), seek_to_beginning=True)
