@@ -46,6 +46,7 @@ __all__ = ["ACKS", "CHECKERS", "CLIENTS", "COMMIT_MODES", "GROUP_PROTOCOLS", "IS
 
 CLIENTS = ("confluent", "kafka-python", "java")
 GROUP_PROTOCOLS = ("classic", "consumer")
+TXN_CLIENTS = ("confluent", "java")
 KIP848_CLIENTS = ("confluent", "java")
 ACKS = ("0", "1", "all")
 SUB_VIA = ("assign", "subscribe")
@@ -91,8 +92,8 @@ class QueueOptions:
     session_timeout_ms: int = field(default=6000, metadata={
         "help": "consumer group session timeout in subscribe mode", "metavar": "MS"})
     txn: bool = field(default=False, metadata={
-        "help": "sends and polls as txn ops, each one Kafka transaction (confluent client, "
-                "assign mode, acks=all; the producers are idempotent)"})
+        "help": "sends and polls as txn ops, each one Kafka transaction (confluent or java "
+                "client, assign mode, acks=all; the producers are idempotent)"})
     isolation_level: str = field(default="read_committed", metadata={
         "help": "the consumers' isolation.level", "choices": ISOLATION_LEVELS})
     abort_rate: float = field(default=0.0, metadata={
@@ -180,9 +181,9 @@ class QueueOptions:
                              "or drop --abort-rate")
         if not self.txn:
             return
-        if self.client != "confluent":
-            raise ValueError(f"txn needs the confluent client, got {self.client!r}: set "
-                             "--client confluent")
+        if self.client not in TXN_CLIENTS:
+            raise ValueError(f"txn needs a client of transactions ({', '.join(TXN_CLIENTS)}), "
+                             f"got {self.client!r}: set --client confluent or --client java")
         if self.subscribe:
             raise ValueError("txn runs in assign mode: drop --sub-via subscribe (consumer "
                              "groups with transactions are the transfer workload)")

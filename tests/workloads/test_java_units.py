@@ -170,10 +170,17 @@ def test_the_bootstrap_compiles_the_client(tmp_path):
     ({"group_protocol": "consumer", "sub_via": "subscribe", "client": "kafka-python"},
      "kafka-python has no client of the KIP-848 protocol"),
     ({"group_protocol": "eager"}, "not one of classic, consumer"),
+    ({"txn": True, "client": "kafka-python"}, "set --client confluent or --client java"),
 ])
 def test_group_protocol_options_are_checked(fields, words):
     with pytest.raises(ValueError, match=words):
         QueueOptions(**fields)
+
+
+def test_transactions_run_on_the_java_client():
+    options = QueueOptions(txn=True, client="java")
+    assert options.client_options().transactional
+    assert "txn" in options.test_fields() and options.test_fields()["txn"] is True
 
 
 def test_the_consumer_protocol_reaches_the_members_configuration():

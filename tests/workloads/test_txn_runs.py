@@ -1,5 +1,6 @@
 """Transactional workloads on three loopback brokers of our broker and of real Apache Kafka
-3.9.1: a short `--txn` run of the queue workload with aborts on purpose, a short transfer
+3.9.1: a short `--txn` run of the queue workload with aborts on purpose (confluent-kafka;
+the Java client in `make test-clients`), a short transfer
 run, and a plain run with idempotent producers, each valid under the checkers their
 workloads name. `make test` runs them on our broker; `make test-clients` on Kafka too."""
 
@@ -14,6 +15,7 @@ from checker.history import HistoryWriter, load_history
 from checker.registry import composed
 from tests.support import requirements
 from tests.support.group_storyline import new_cluster, system_unavailable
+from tests.support.java_client import java_runtime
 from workloads.core import final
 from workloads.core import generator as gen
 from workloads.core.part import Workload
@@ -80,11 +82,13 @@ def check(ops, test, names) -> dict[str, Any]:
     return result.checkers
 
 
-def test_txn_run_with_aborts_is_valid(cluster, tmp_path):
+@pytest.mark.parametrize("client", ["confluent", pytest.param("java", marks=pytest.mark.clients)])
+def test_txn_run_with_aborts_is_valid(cluster, tmp_path, client):
     options = QueueOptions(bootstrap_servers=tuple(b.bootstrap for b in cluster.brokers.values()),
-                           topic="txn-queue", keys=3, concurrency=4, rate=40, seed=5,
+                           topic=f"txn-queue-{client}", keys=3, concurrency=4, rate=40, seed=5,
                            op_timeout=5, drain_idle_polls=6, txn=True, abort_rate=0.2,
-                           poll_timeout=0.2)
+                           poll_timeout=0.2, client=client,
+                           java_runtime=java_runtime() if client == "java" else None)
     ops, test = run(cluster, tmp_path / "history.jsonl", queue_workload(options), 20)
     assert test["txn"] is True and test["isolation_level"] == "read_committed"
     assert test["abort_rate"] == 0.2 and test["idempotence"] is True

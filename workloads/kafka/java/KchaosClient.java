@@ -39,12 +39,16 @@ import org.apache.kafka.clients.producer.RecordMetadata;
 import org.apache.kafka.common.KafkaFuture;
 import org.apache.kafka.common.TopicPartition;
 import org.apache.kafka.common.TopicPartitionInfo;
+import org.apache.kafka.common.errors.AuthorizationException;
 import org.apache.kafka.common.errors.FencedInstanceIdException;
 import org.apache.kafka.common.errors.IllegalGenerationException;
+import org.apache.kafka.common.errors.OutOfOrderSequenceException;
+import org.apache.kafka.common.errors.ProducerFencedException;
 import org.apache.kafka.common.errors.RebalanceInProgressException;
 import org.apache.kafka.common.errors.TimeoutException;
 import org.apache.kafka.common.errors.TopicExistsException;
 import org.apache.kafka.common.errors.UnknownMemberIdException;
+import org.apache.kafka.common.errors.UnsupportedVersionException;
 import org.apache.kafka.common.protocol.Errors;
 import org.apache.kafka.common.serialization.StringDeserializer;
 import org.apache.kafka.common.serialization.StringSerializer;
@@ -55,7 +59,8 @@ import org.apache.kafka.common.serialization.StringSerializer;
  * {"id": n, "result": ...} or {"id": n, "error": "...", "events": [...]}.
  *
  * `KchaosClient queue`: the queue workload's client process, a producer and an assign-mode
- * consumer (requests setup, send, poll, assign, end-offsets, committed, close).
+ * consumer (requests setup, send, poll, assign, end-offsets, committed, close), and a
+ * transactional producer made at the first `txn` request (one transaction each).
  * `KchaosClient member`: a subscribe-mode group member, the protocol of
  * workloads.groups.consumer (requests subscribe, poll, commit, close; rebalance callbacks
  * as events on CLOCK_MONOTONIC, which System.nanoTime reads on Linux).
@@ -169,6 +174,7 @@ public final class KchaosClient {
         private final long opTimeoutMs;
         private final KafkaProducer<String, String> producer;
         private KafkaConsumer<String, String> consumer;
+        private KafkaProducer<String, String> txnProducer;
 
         Queue(JsonNode config) {
             this.config = config;
@@ -215,8 +221,11 @@ public final class KchaosClient {
                     return endOffsets(request.get("partitions"));
                 case "committed":
                     return committed(request.get("group").asText(), request.get("partitions"));
+                case "txn":
+                    return txn(request);
                 case "close":
                     producer.close(Duration.ZERO);
+                    dropTransactional();
                     if (consumer != null) {
                         consumer.close(Duration.ZERO);
                     }
@@ -224,6 +233,143 @@ public final class KchaosClient {
                 default:
                     throw new IllegalArgumentException("unknown request " + op);
             }
+        }
+
+        /** The transactional producer of `id`, made and initialised at its first use. */
+        private KafkaProducer<String, String> transactional(String id, long budgetMs) {
+            if (txnProducer != null) {
+                return txnProducer;
+            }
+            Properties properties = common(config);
+            int timeout = (int) Math.max(1000, budgetMs);
+            properties.put(ProducerConfig.TRANSACTIONAL_ID_CONFIG, id);
+            properties.put(ProducerConfig.ENABLE_IDEMPOTENCE_CONFIG, "true");
+            properties.put(ProducerConfig.ACKS_CONFIG, "all");
+            properties.put(ProducerConfig.TRANSACTION_TIMEOUT_CONFIG,
+                           config.get("transaction_timeout_ms").asText());
+            properties.put(ProducerConfig.REQUEST_TIMEOUT_MS_CONFIG, Integer.toString(timeout));
+            properties.put(ProducerConfig.DELIVERY_TIMEOUT_MS_CONFIG,
+                           Integer.toString(timeout + config.get("linger_ms").asInt()));
+            properties.put(ProducerConfig.LINGER_MS_CONFIG, config.get("linger_ms").asText());
+            properties.put(ProducerConfig.MAX_BLOCK_MS_CONFIG, Integer.toString(timeout));
+            properties.put(ProducerConfig.RETRY_BACKOFF_MS_CONFIG, "100");
+            properties.put(ProducerConfig.KEY_SERIALIZER_CLASS_CONFIG, StringSerializer.class.getName());
+            properties.put(ProducerConfig.VALUE_SERIALIZER_CLASS_CONFIG, StringSerializer.class.getName());
+            KafkaProducer<String, String> made = new KafkaProducer<>(properties);
+            try {
+                made.initTransactions();
+            } catch (RuntimeException error) {
+                made.close(Duration.ZERO);
+                throw error;
+            }
+            txnProducer = made;
+            return made;
+        }
+
+        private void dropTransactional() {
+            if (txnProducer != null) {
+                txnProducer.close(Duration.ZERO);
+                txnProducer = null;
+            }
+        }
+
+        /**
+         * One transaction: its sends and polls in order, then commit, or abort when asked or
+         * when an abortable error came up. The type says what became of it: ok (committed),
+         * fail (certainly not: aborted, or never begun), info (unknown: a fatal error such
+         * as being fenced, a commit or abort that timed out). A transaction that did not
+         * commit puts the consumer back where it was before, so its polls are forgotten.
+         */
+        private JsonNode txn(JsonNode request) {
+            long budgetMs = request.get("budget_ms").asLong();
+            ObjectNode out = JSON.createObjectNode();
+            ArrayNode results = JSON.createArrayNode();
+            out.set("results", results);
+            KafkaProducer<String, String> txn;
+            try {
+                txn = transactional(request.get("transactional_id").asText(), budgetMs);
+                txn.beginTransaction();
+            } catch (RuntimeException error) {
+                dropTransactional();
+                return ended(out, "fail", "init or begin: " + errorName(error));
+            }
+            KafkaConsumer<String, String> consumer = consumer();
+            Map<TopicPartition, Long> before = new HashMap<>();
+            for (TopicPartition partition : consumer.assignment()) {
+                before.put(partition, consumer.position(partition));
+            }
+            List<Future<RecordMetadata>> sent = new ArrayList<>();
+            String type;
+            String why = null;
+            try {
+                for (JsonNode micro : request.get("micro")) {
+                    if ("send".equals(micro.get(0).asText())) {
+                        sent.add(txn.send(new ProducerRecord<>(
+                            micro.get(1).asText(), micro.get(2).asInt(),
+                            micro.get(3).asText(), micro.get(4).asText())));
+                        results.add(JSON.createObjectNode());
+                    } else {
+                        ObjectNode polled = JSON.createObjectNode();
+                        polled.set("reads", reads(consumer.poll(
+                            Duration.ofMillis(micro.get(1).asLong()))));
+                        results.add(polled);
+                    }
+                }
+                if (request.get("abort").asBoolean()) {
+                    txn.abortTransaction();
+                    type = "fail";
+                    why = "aborted on purpose";
+                } else {
+                    txn.commitTransaction();
+                    type = "ok";
+                }
+            } catch (ProducerFencedException | OutOfOrderSequenceException
+                     | AuthorizationException | UnsupportedVersionException
+                     | TimeoutException error) {
+                dropTransactional();
+                type = "info";
+                why = errorName(error);
+            } catch (RuntimeException error) {
+                why = errorName(error);
+                try {
+                    txn.abortTransaction();
+                    type = "fail";
+                } catch (RuntimeException abortError) {
+                    dropTransactional();
+                    type = "info";
+                    why = why + "; abort: " + errorName(abortError);
+                }
+            }
+            int at = 0;
+            for (JsonNode result : results) {
+                if (result.has("reads")) {
+                    continue;
+                }
+                Future<RecordMetadata> future = sent.get(at++);
+                if (future.isDone()) {
+                    try {
+                        ((ObjectNode) result).put("offset", future.get().offset());
+                    } catch (InterruptedException | ExecutionException failed) {
+                        ((ObjectNode) result).putNull("offset");
+                    }
+                } else {
+                    ((ObjectNode) result).putNull("offset");
+                }
+            }
+            if (!"ok".equals(type)) {
+                before.forEach(consumer::seek);
+            }
+            return ended(out, type, why);
+        }
+
+        private static JsonNode ended(ObjectNode out, String type, String why) {
+            out.put("type", type);
+            if (why == null) {
+                out.putNull("error");
+            } else {
+                out.put("error", why);
+            }
+            return out;
         }
 
         private Admin admin() {

@@ -14,6 +14,14 @@ the other clients report, classified by `workloads.kafka.errors`), or the except
 for errors of the client's own; a record the producer gave up on before it had the
 topic's metadata certainly never left (`fail`). The Java producer sends a record once when
 `retries` is 0, so a definite rejection then is `fail`.
+
+A `txn` op is one transaction of the child's transactional producer (the worker thread's
+transactional id, initialised at the process's first `txn` op): `commitTransaction` ok,
+an abort (asked, or after an abortable error) `fail`, and anything uncertain (fenced, a
+commit that timed out) `info`, the producer then dropped so that the next op's
+`initTransactions` fences what it left. A process that ends with a transaction open
+leaves it to that fencing too (the child is closed or killed); the `stall-producer`
+nemesis, which needs producers in the harness's own process, has no target here.
 """
 
 from __future__ import annotations
@@ -24,12 +32,19 @@ from typing import Any
 
 from workloads.core.client import completed
 from workloads.groups.child import ChildGone, ConsumerChild, ConsumerChildren, MemberError
-from workloads.kafka.client import ClientOptions, Delivery, QueueClient, send_completion
+from workloads.kafka.client import (
+    ClientOptions,
+    Delivery,
+    QueueClient,
+    send_completion,
+    transaction_timeout_ms,
+)
 from workloads.kafka.java.build import JavaRuntime
 
 __all__ = ["JavaClient", "deliveries"]
 
 SETUP_TIMEOUT = 90.0
+TXN_BUDGET = 0.8  # of the op timeout, for a transaction to end before the worker gives up
 REPLY_GRACE = 10.0  # beyond the op timeout, for a JVM that is starting or collecting
 CLOSE_TIMEOUT = 5.0
 
@@ -49,7 +64,8 @@ class _ProcessConfig:
                 "idempotence": options.idempotence, "linger_ms": options.linger_ms,
                 "op_timeout_ms": int(options.op_timeout * 1000),
                 "max_poll_records": options.max_poll_records,
-                "isolation_level": options.isolation_level}
+                "isolation_level": options.isolation_level,
+                "transaction_timeout_ms": transaction_timeout_ms(options.op_timeout)}
 
 
 def deliveries(results: list[Mapping[str, Any]]) -> list[Delivery]:
@@ -153,6 +169,33 @@ class JavaClient(QueueClient):
             for offset, _ in pairs:
                 self.positions.read(key, offset)
         return completed(op, "ok", [["poll", reads]])
+
+    def _txn(self, op: Mapping[str, Any]) -> dict[str, Any]:
+        """One Kafka transaction of the child's transactional producer (this worker
+        thread's transactional id); a transaction that did not commit leaves the read
+        positions where they were before it."""
+        options = self.options
+        micro = [["send", options.topic_of(m[1]), options.key_partitions[m[1]], str(m[1]),
+                  str(m[2])] if m[0] == "send"
+                 else ["poll", int(options.poll_timeout * 1000)] for m in op["value"]]
+        before = dict(self.positions.next)
+        answer = self._request("txn", micro=micro, abort=bool(op.get("abort")),
+                               transactional_id=options.transactional_id_of(op["process"]),
+                               budget_ms=int(options.op_timeout * TXN_BUDGET * 1000))
+        value = []
+        for asked, result in zip(op["value"], answer["results"], strict=True):
+            if asked[0] == "send":
+                value.append(["send", asked[1], [result.get("offset"), asked[2]]])
+                continue
+            reads = {self._partition_keys[partition]: pairs
+                     for partition, pairs in result["reads"]}
+            for key, pairs in reads.items():
+                for offset, _ in pairs:
+                    self.positions.read(key, offset)
+            value.append(["poll", reads])
+        if answer["type"] != "ok":
+            self.positions.next = before
+        return completed(op, answer["type"], value, error=answer.get("error"))
 
     def _assign(self, keys: list[Any], seek_to_beginning: bool) -> None:
         starts = self.positions.assign(keys, seek_to_beginning)
