@@ -18,6 +18,7 @@ from harness.test import build_test
 from tests.support import requirements
 from workloads.groups.child import ConsumerChildren
 from workloads.kafka.client import ClientOptions, send_completion
+from workloads.kafka.java import build
 from workloads.kafka.java.build import JavaClientUnavailable, JavaRuntime, compiled
 from workloads.kafka.java.client import JavaClient, deliveries
 from workloads.queue import CLIENTS, QueueOptions
@@ -70,15 +71,18 @@ def test_a_rejection_after_retries_is_indeterminate():
 
 
 @requirements.kafka_jars(ZOOKEEPER_VERSION)
-def test_compiles_once_per_source_and_jars(tmp_path):
+def test_compiles_once_per_source_and_jars(tmp_path, monkeypatch):
     first = compiled(ZOOKEEPER_VERSION, LIBS, cache=tmp_path)
     built = first.classes / "kchaos-client.jar"
     stamp = built.stat().st_mtime_ns
     assert compiled(ZOOKEEPER_VERSION, LIBS, cache=tmp_path) == first
     assert built.stat().st_mtime_ns == stamp, "compiled again with nothing changed"
-    (first.classes / ".stamp").write_text("another source")
-    compiled(ZOOKEEPER_VERSION, LIBS, cache=tmp_path)
-    assert built.stat().st_mtime_ns != stamp
+    assert (first.classes / "queue.jsa").exists() and (first.classes / "member.jsa").exists()
+    changed = tmp_path / "KchaosClient.java"
+    changed.write_text(build.SOURCE.read_text() + "// a later source\n")
+    monkeypatch.setattr(build, "SOURCE", changed)
+    other = compiled(ZOOKEEPER_VERSION, LIBS, cache=tmp_path)
+    assert other.classes != first.classes and built.exists(), "built beside, not over it"
 
 
 def test_a_missing_compiler_says_what_to_do(tmp_path):

@@ -1,8 +1,8 @@
 """The Java client's classes: `KchaosClient.java` compiled against one Kafka version's jars.
 
 `compiled(version, libs)` returns the `JavaRuntime` of that version, compiling the source
-into `.cache/java-clients/<version>/` only when the source (or the jars' folder) changed
-since the last compile (a sha256 stamp), so a second call costs nothing. The classes go
+into `.cache/java-clients/<version>-<stamp>/` (a sha256 of the source and the jars'
+folder) only when that folder is not complete yet, so a second call costs nothing. The classes go
 into a jar, and a short training run of each mode (against no broker) dumps the classes
 it loaded into a class-data-sharing archive (AppCDS) that every later start maps instead
 of loading and verifying them again: it halves a start's CPU, which counts when a run
@@ -95,12 +95,13 @@ def _stamp(libs: Path) -> str:
 
 def compiled(version: str, libs: Path, cache: Path = CACHE, javac: str = "javac",
              java: str = "java") -> JavaRuntime:
-    """The Java client built against the kafka-clients jar in `libs` (Kafka `version`)."""
-    classes = cache / version
-    runtime = JavaRuntime(version, libs, classes, java)
+    """The Java client built against the kafka-clients jar in `libs` (Kafka `version`),
+    in a folder named after the version and the stamp: another checkout's source, or a
+    later one, builds beside it and never replaces classes a running client uses."""
     want = _stamp(libs)
-    stamp = classes / STAMP
-    if stamp.exists() and stamp.read_text() == want and (classes / JAR).exists():
+    classes = cache / f"{version}-{want[:16]}"
+    runtime = JavaRuntime(version, libs, classes, java)
+    if (classes / STAMP).exists():
         return runtime
     if shutil.which(javac) is None:
         raise JavaClientUnavailable(f"{javac} is missing, so the Java client cannot be compiled "
@@ -109,16 +110,19 @@ def compiled(version: str, libs: Path, cache: Path = CACHE, javac: str = "javac"
     cache.mkdir(parents=True, exist_ok=True)
     scratch = Path(tempfile.mkdtemp(prefix=f".{version}-", dir=cache))
     try:
-        result = subprocess.run([javac, "-nowarn", "-cp", f"{libs}/*", "-d", str(scratch),
+        built = scratch / "classes"
+        result = subprocess.run([javac, "-nowarn", "-cp", f"{libs}/*", "-d", str(built),
                                  str(SOURCE)], capture_output=True, text=True, timeout=300)
         if result.returncode != 0:
             raise JavaClientUnavailable(
                 f"compiling {SOURCE.name} against Kafka {version} ({libs}) failed: "
                 f"{(result.stderr.strip().splitlines() or ['no output'])[0]}")
-        shutil.rmtree(classes, ignore_errors=True)
-        classes.mkdir()
+        packed = scratch / "packed"
+        packed.mkdir()
         subprocess.run([str(Path(shutil.which(javac) or javac).with_name("jar")), "cf",
-                        str(classes / JAR), "-C", str(scratch), "."], check=True, timeout=120)
+                        str(packed / JAR), "-C", str(built), "."], check=True, timeout=120)
+        shutil.rmtree(classes, ignore_errors=True)
+        packed.rename(classes)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
     for mode in MODES:
