@@ -10,11 +10,13 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
+from confluent_kafka.admin import AdminClient, NewPartitions
 
 from checker.groups.checker import GroupsChecker
 from checker.history import HistoryWriter, load_history
 from checker.queue.analysis import QueueChecker
 from tests.support.brokers import BrokerCluster
+from tests.support.java_client import java_runtime
 from workloads.core import final
 from workloads.core import generator as gen
 from workloads.core.part import Workload
@@ -39,14 +41,15 @@ def cluster(zookeeper, tmp_path_factory):
 
 def run_subscribe(cluster, path, client: str, commit: str, topic: str, *, groups: int = 1,
                   seconds: float = 16.0, crash_weight: float = 0.02,
-                  during: Callable[[Workload], None] | None = None):
+                  during: Callable[[Workload], None] | None = None, java_runtime=None):
     """`seconds` of the subscribe workload, then its final phase; the ops, the test record,
     and the workload."""
     servers = tuple(b.bootstrap for b in cluster.brokers.values())
     options = QueueOptions(bootstrap_servers=servers, client=client, topic=topic, keys=KEYS,
                            concurrency=CONCURRENCY, rate=25, crash_weight=crash_weight,
                            seed=7, op_timeout=4, drain_idle_polls=6, sub_via="subscribe",
-                           commit=commit, groups=groups, session_timeout_ms=SESSION_TIMEOUT_MS)
+                           commit=commit, groups=groups, session_timeout_ms=SESSION_TIMEOUT_MS,
+                           java_runtime=java_runtime)
     workload = queue_workload(options)
     whole = gen.phases(
         gen.time_limit(seconds, gen.clients(workload.generator)),
@@ -152,6 +155,32 @@ def test_subscribe_workload_history_is_valid(cluster, tmp_path, client, commit, 
     assert workload.consumer_pids() == []
     assert_valid(ops, test)
     assert time.monotonic() - started < 90
+
+
+@pytest.mark.parametrize("client", ["confluent", "kafka-python", "java"])
+def test_every_client_keeps_polling_once_the_topic_grows(cluster, tmp_path, client):
+    """`add-partitions` gives the group partitions that map to no key. Found by the clients
+    night: kafka-python's member looked their keys up inside its rebalance callback, which
+    raised, so every poll of every rebalance after the growth failed ("User rebalance
+    callback throws an error") and its members were replaced over and over."""
+    topic = f"grow-{client}"
+
+    def grow(workload: Workload) -> None:
+        time.sleep(5)
+        admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+        admin.create_partitions([NewPartitions(topic, KEYS + 2)])[topic].result(timeout=30)
+
+    ops, test, _ = run_subscribe(cluster, tmp_path / "history.jsonl", client, "after-process",
+                                 topic, crash_weight=0, during=grow,
+                                 java_runtime=java_runtime() if client == "java" else None)
+    failed = [op for op in completions(ops, "poll") if op.type == "info"
+              and "callback" in str(op.extra.get("error"))]
+    assert not failed, failed[0]
+    late = [op for op in completions(ops, "poll") if op.type == "ok" and op.time > 8e9
+            and "group" in op.extra and not op.extra.get("final")]
+    assert len(late) > 20, "the members poll on after the growth"
+    assert len(completions(ops, "subscribe")) == CONCURRENCY, "no member was replaced"
+    assert_valid(ops, test)
 
 
 def test_stopped_consumer_times_out_and_its_group_rebalances(cluster, tmp_path):

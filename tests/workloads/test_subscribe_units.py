@@ -82,7 +82,7 @@ def test_group_options_defaults_fields_and_checkers():
     assert subscribe.test_fields() == {
         "acks": "all", "idempotence": False, "subscribe": True, "client": "confluent",
         **no_txn, "sub_via": "subscribe", "commit": "auto", "groups": 2,
-        "session_timeout_ms": 6000}
+        "session_timeout_ms": 6000, "group_protocol": "classic"}
     assert KIND.checkers_for(subscribe) == (*KIND.checkers, "groups")
     options = subscribe.client_options()
     assert (options.sub_via, options.commit, options.session_timeout_ms) == (

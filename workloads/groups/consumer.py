@@ -36,11 +36,17 @@ from dataclasses import dataclass, field
 from typing import IO, Any, Protocol
 
 __all__ = ["COMMIT_MODES", "Backend", "CommitResult", "EventLog", "MemberConfig", "Reads",
-           "next_offsets", "poll_and_process", "run", "serve"]
+           "next_offsets", "poll_and_process", "rebalance_timeout_ms", "run", "serve"]
 
 COMMIT_MODES = ("auto", "after-process", "before-process")
 
 Reads = dict[Any, list[list[Any]]]
+
+
+def rebalance_timeout_ms(session_timeout_ms: int) -> int:
+    """The members' max.poll.interval.ms, which is also their rebalance timeout: how long
+    a classic rebalance waits for known members to rejoin before it drops them."""
+    return max(2 * session_timeout_ms, 10_000)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -79,7 +85,7 @@ class MemberConfig:
     @property
     def max_poll_interval_ms(self) -> int:
         """Also the rebalance timeout: how long a rebalance waits for members to rejoin."""
-        return max(2 * self.session_timeout_ms, 10_000)
+        return rebalance_timeout_ms(self.session_timeout_ms)
 
     @property
     def heartbeat_interval_ms(self) -> int:

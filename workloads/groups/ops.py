@@ -11,8 +11,10 @@ generator is exhausted. `GroupCrash` crashes by `close` (leave the group) or `ab
 
 The final phase (`final_generator`): (1) every thread polls in its group (`"final":
 true`, committing as above) until each has had `idle_polls` empty polls in a row, over
-at least the session timeout and 3 s (a member abandoned just before the final phase
-keeps its keys until its session times out, then the group rebalances); (2)
+at least the rebalance timeout (`rebalance_timeout_ms`: twice the session timeout, at
+least 10 s) and 3 s (a member abandoned just before the final phase keeps its keys until
+its session times out, and a classic rebalance waits up to the rebalance timeout for
+members that never rejoin, its new members meanwhile assigned nothing); (2)
 each member closes (`crash` "close"; auto-commit mode commits on close); (3) one
 `committed` op per group reads its offsets through a client of no group; (4) the
 assign-mode drain from the beginning (`workloads.core.final.Drain`), which first crashes
@@ -28,6 +30,7 @@ from typing import Any
 
 from workloads.core import generator as gen
 from workloads.core.final import Drain, offsets_seen
+from workloads.groups.consumer import rebalance_timeout_ms
 
 __all__ = ["CRASH_MODES", "FinalPolls", "GroupCrash", "GroupOps", "WithGroup",
            "committed_reads", "final_generator", "group_name", "group_names", "group_of"]
@@ -195,7 +198,7 @@ def committed_reads(groups: int) -> list[dict[str, Any]]:
 def final_generator(keys: list[Any], groups: int, commit: str, idle_polls: int,
                     session_timeout_ms: int) -> gen.Phases:
     """The subscribe-mode final phase (module docstring)."""
-    idle_ns = session_timeout_ms * 1_000_000 + REBALANCE_SLACK_NS
+    idle_ns = rebalance_timeout_ms(session_timeout_ms) * 1_000_000 + REBALANCE_SLACK_NS
     return gen.phases(
         GroupOps(FinalPolls(idle_polls, idle_ns), groups, commit),
         WithGroup(gen.each_thread({"f": "crash", "value": "close"}), groups),

@@ -89,8 +89,12 @@ class KafkaPythonMember:
                            lost=lost)
 
     def _keys(self, partitions: Any) -> list[Any]:
-        return [self.config.partition_keys[p.partition] for p in partitions or ()
-                if p.topic == self.config.topic]
+        """The keys of `partitions`; one an `add-partitions` fault added has none (it holds
+        no record of the test). Raising here would make kafka-python fail the poll with
+        "User rebalance callback throws an error" at every rebalance of a grown topic."""
+        keys = self.config.partition_keys
+        return [keys[p.partition] for p in partitions or ()
+                if p.topic == self.config.topic and p.partition in keys]
 
     def subscribe(self) -> None:
         self.consumer.subscribe([self.config.topic], listener=_Listener(self))
