@@ -51,7 +51,7 @@ from nemesis.package import Package
 from reports.summary import headline, run_state, summary_lines
 from workloads.core import generator as gen
 from workloads.core.client import CLIENT_LOGGERS
-from workloads.core.final import final_phase
+from workloads.core.final import FINAL_READS_DONE, final_phase
 from workloads.core.part import WorkloadContext
 from workloads.core.worker import Interpreter
 from workloads.registry import WORKLOADS
@@ -222,7 +222,13 @@ def _run_workload(test: Test, record: dict[str, Any], db: RunningDB, run_dir: Pa
                                                  "client_log_lines": client_lines.count},
                                         test.time_limit):
                     interpreter.run(generator)
-                write_progress(run_dir, {**progress, "final_reads": True})
+                drained = FINAL_READS_DONE in interpreter.marks
+                if not drained:
+                    print(f"kchaos: note: the final reads did not finish within "
+                          f"--final-read-seconds {test.final_read_seconds:g} s, so writes no "
+                          "read saw are not judged lost; raise --final-read-seconds",
+                          file=out, flush=True)
+                write_progress(run_dir, {**progress, "final_reads": drained})
 
 
 def _describe(fields: Mapping[str, Any]) -> str:

@@ -64,6 +64,23 @@ def test_queue_workload_in_memory_is_valid(tmp_path):
     result = QueueChecker().check({"acks": "all"}, ops, {})
     assert result.valid is True, result.anomalies
     assert result.stats["reads-without-send"] == 0
+    assert final.FINAL_READS_DONE in interpreter.marks, "the drain ran to its end"
+
+
+def test_a_drain_cut_short_by_its_bound_leaves_no_mark(tmp_path):
+    """The runner records `final_reads` false then: unseen writes are not judged lost."""
+    from checker.history import HistoryWriter
+
+    endless = gen.clients(lambda test, ctx: {"f": "poll", "value": [["poll"]]})
+    whole = final.final_phase({"f": "heal", "type": "info"}, endless, recovery_seconds=0,
+                              client_seconds=0.5)
+    log = MemoryLog()
+    with HistoryWriter(tmp_path / "history.jsonl") as history:
+        interpreter = Interpreter({}, MemoryClient(log, 1), history, concurrency=1,
+                                  nemesis=FakeNemesis(), op_timeout=1)
+        interpreter.run(whole, time_limit=10)
+    assert final.FINAL_READS_DONE not in interpreter.marks
+    assert "sleep" in interpreter.marks, "the recovery wait ran"
 
 
 def run_ops(tmp_path, ops, op_timeout=0.5, concurrency=1):

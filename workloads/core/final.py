@@ -27,7 +27,9 @@ from workloads.core.generator import (
     time_limit,
 )
 
-__all__ = ["Drain", "ReaderState", "drain", "final_phase", "offsets_seen"]
+__all__ = ["FINAL_READS_DONE", "Drain", "ReaderState", "drain", "final_phase", "offsets_seen"]
+
+FINAL_READS_DONE = "final-reads-done"
 
 
 def _key(key: Any) -> Any:
@@ -154,8 +156,9 @@ def final_phase(nemesis_final: Any, client_final: Any, recovery_seconds: float =
                 client_seconds: float | None = 60.0) -> Phases:
     """Jepsen's final phase: the nemesis heals (`nemesis_final`), everyone waits
     `recovery_seconds`, then the clients run `client_final` (the drain), bounded by
-    `client_seconds`."""
-    client_gen = clients(client_final)
+    `client_seconds`. A drain that ran to its end, inside that bound, is followed by a
+    `FINAL_READS_DONE` mark (`Interpreter.marks`); one the bound cut short is not."""
+    client_gen: Any = phases(clients(client_final), nemesis(sleep(0, FINAL_READS_DONE)))
     if client_seconds is not None:
         client_gen = time_limit(client_seconds, client_gen)
     return phases(nemesis(nemesis_final), nemesis(sleep(recovery_seconds)), client_gen)

@@ -506,6 +506,8 @@ def each_thread(gen: Any) -> EachThread:
     return EachThread(gen)
 
 
-def sleep(seconds: float) -> dict[str, Any]:
-    """One thread sleeps `seconds`; the interpreter records nothing for it."""
-    return {"type": "sleep", "f": "sleep", "value": seconds}
+def sleep(seconds: float, mark: str = "sleep") -> dict[str, Any]:
+    """One thread sleeps `seconds`; the interpreter records nothing for it in the history,
+    but remembers the `mark` of each such op it ran (`Interpreter.marks`): a phase that
+    reached its end says so."""
+    return {"type": "sleep", "f": mark, "value": seconds}

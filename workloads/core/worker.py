@@ -129,6 +129,7 @@ class Interpreter:
         start = time.monotonic_ns()
         self.clock = clock if clock is not None else (lambda: time.monotonic_ns() - start)
         self.progress = Progress()
+        self.marks: set[str] = set()
         self._completions: queue.Queue = queue.Queue()
 
     # -- client setup and teardown ---------------------------------------------------------
@@ -246,6 +247,7 @@ class Interpreter:
 
     def _sleep_op(self, thread: Any, item: Mapping[str, Any]) -> None:
         time.sleep(float(item.get("value") or 0))
+        self.marks.add(str(item.get("f")))
         self._completions.put((thread, None))
 
     def _nemesis_loop(self, inbox: queue.Queue) -> None:
