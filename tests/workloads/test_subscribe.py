@@ -157,7 +157,8 @@ def test_subscribe_workload_history_is_valid(cluster, tmp_path, client, commit, 
     assert time.monotonic() - started < 90
 
 
-@pytest.mark.parametrize("client", ["confluent", "kafka-python", "java"])
+@pytest.mark.parametrize("client", ["confluent", "kafka-python",
+                                    pytest.param("java", marks=pytest.mark.clients)])
 def test_every_client_keeps_polling_once_the_topic_grows(cluster, tmp_path, client):
     """`add-partitions` gives the group partitions that map to no key. Found by the clients
     night: kafka-python's member looked their keys up inside its rebalance callback, which
