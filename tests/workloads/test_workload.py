@@ -66,9 +66,9 @@ def test_queue_workload_history_is_valid(cluster, tmp_path, client):
     assert result.valid is True, (result.anomalies, progress)
     fs = [op.f for op in ops]
     sends = [op for op in ops if op.f == "send" and op.type == "ok"]
-    # each crash starts a new client process: a JVM's producer and consumer take most of
-    # a second to come up on these busy cores, where a Python client's take milliseconds
-    assert len(sends) > (30 if client == "java" else 60), progress
+    # Enough acknowledged sends to judge, not a throughput: how many a 6 s run gets
+    # depends on the suite's load (a CI run once saw kafka-python ack 12, valid).
+    assert len(sends) >= 10, progress
     assert all(micro[2][0] is not None for op in sends for micro in op.value)
     assert any(len(op.value) > 1 for op in sends), "several micro-ops, one flush"
     read = {v for op in ops if op.f == "poll" and op.type == "ok"
