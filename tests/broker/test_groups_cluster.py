@@ -313,12 +313,18 @@ def test_kafka_dump_log_segments_reads_our_offsets_records(cluster):
 
 
 def commits_on_disk(directory, group: str) -> int:
-    """How many offset commit records of `group` the partition's segments hold."""
-    count = 0
-    for segment in sorted(directory.glob("*.log")):
-        records, _ = read_records(segment.read_bytes())
-        count += sum(isinstance(r, OffsetRecord) and r.group == group for r in records)
-    return count
+    """How many offset commit records of `group` the partition's segments hold. The log
+    cleaner swaps segments while this reads them: a segment gone between the listing and
+    its read makes the listing stale, and the count starts again."""
+    while True:
+        count = 0
+        try:
+            for segment in sorted(directory.glob("*.log")):
+                records, _ = read_records(segment.read_bytes())
+                count += sum(isinstance(r, OffsetRecord) and r.group == group for r in records)
+        except FileNotFoundError:
+            continue
+        return count
 
 
 def test_offsets_topic_is_compacted_and_reloads_after_cleaning(cluster):
