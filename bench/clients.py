@@ -30,6 +30,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from bench.broker_throughput import percentile  # noqa: E402
 from bench.three_brokers import SETUPS, three_brokers  # noqa: E402
 from checker.history import HistoryWriter, load_history  # noqa: E402
 from harness.db.kafka.distribution import ZOOKEEPER_VERSION, fetch  # noqa: E402
@@ -79,13 +80,6 @@ def latencies(path: Path) -> dict[str, list[float]]:
     return found
 
 
-def percentile(values: list[float], share: float) -> float:
-    if not values:
-        return float("nan")
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(share * len(ordered)))]
-
-
 def measure(cluster: Any, client: str, setup: str, seconds: float, threads: int,
             scratch: Path) -> dict[str, Any]:
     """One client's saturated run on `cluster`: its figures."""
@@ -114,7 +108,7 @@ def measure(cluster: Any, client: str, setup: str, seconds: float, threads: int,
         brokers_cpu = process_cpu(brokers) - brokers_before
         workload.client.teardown({})
         harness_after, children_after = own_cpu()
-    ops = latencies(path)
+    ops = {f: sorted(values) for f, values in latencies(path).items()}
     ok = sum(len(values) for values in ops.values())
     per_thousand = 1000 / ok if ok else float("nan")
     return {

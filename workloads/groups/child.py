@@ -233,9 +233,12 @@ class ConsumerChildren:
         command = command_of(main)
         with self._lock:
             waiting = self._spares.setdefault(command, [])
-            waiting[:] = [p for p in waiting if p.poll() is None]
+            exited = [p for p in waiting if p.poll() is not None]
+            waiting[:] = [p for p in waiting if p not in exited]
             while len(waiting) < self._spare_count:
                 waiting.append(_spawn(command))
+        for process in exited:
+            _reap(process)
 
     def _spare(self, command: tuple[str, ...]) -> subprocess.Popen | None:
         """A live spare of `command` (others started to keep the count), or None."""
