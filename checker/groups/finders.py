@@ -44,6 +44,13 @@ def _end(owned: Ownership, history_end: int) -> int:
     return history_end if owned.end is None else owned.end
 
 
+def _known_end(owned: Ownership, history_end: int) -> int:
+    """When the ownership is last certain (`Ownership.known_until`)."""
+    if owned.known_until is not None:
+        return owned.known_until
+    return _end(owned, history_end)
+
+
 def _same_rebalance(earlier: Ownership, later: Ownership) -> bool:
     """The earlier owner revoked the key in the generation that assigned it to the later."""
     return (earlier.end_reason in ("revoked", "lost") and earlier.end_generation is not None
@@ -57,15 +64,16 @@ def split_assignments(group: Group, history_end: int, *, one_generation_excuses:
     """Two members owning a key over a common time, not excused by one rebalance. An
     ownership its client ended as lost is a zombie's (removed from the group while it
     could not tell, e.g. paused past its session timeout): the coordinator had given the
-    key away already, so it splits nothing. Under the consumer protocol of KIP-848
-    (`one_generation_excuses` false) nothing excuses: the coordinator assigns a partition
-    only once its owner acknowledged the revocation, and the numbers are member epochs,
-    each member's own."""
+    key away already, so it splits nothing. An ownership counts only while it is certain:
+    up to the start of an op of unknown outcome that ended its process. Under the
+    consumer protocol of KIP-848 (`one_generation_excuses` false) nothing excuses: the
+    coordinator assigns a partition only once its owner acknowledged the revocation, and
+    the numbers are member epochs, each member's own."""
     found = []
     for key, items in _by_key(group.ownerships).items():
         active: list[Ownership] = []
         for later in items:
-            active = [o for o in active if _end(o, history_end) > later.start
+            active = [o for o in active if _known_end(o, history_end) > later.start
                       and o.end_reason != "lost"]
             for earlier in active:
                 if earlier.process != later.process and not (
@@ -77,7 +85,7 @@ def split_assignments(group: Group, history_end: int, *, one_generation_excuses:
 
 def _split_witness(group: Group, key: Key, earlier: Ownership, later: Ownership,
                    history_end: int) -> dict[str, Any]:
-    until = min(_end(earlier, history_end), _end(later, history_end))
+    until = min(_known_end(earlier, history_end), _known_end(later, history_end))
     ops = sorted({earlier.start_op, later.start_op,
                   *([earlier.end_op] if earlier.end_op is not None else [])})
     return {"group": group.name, "key": key, "ops": ops,
@@ -89,7 +97,8 @@ def _split_witness(group: Group, key: Key, earlier: Ownership, later: Ownership,
                             "later-assigned": later.generation},
             "overlap-s": [seconds(later.start), seconds(until)],
             "why": f"member {earlier.process} owned key {key!r} until "
-                   f"{seconds(_end(earlier, history_end))} s ({earlier.end_reason}) while "
+                   f"{seconds(_known_end(earlier, history_end))} s ({earlier.end_reason}) "
+                   "while "
                    f"member {later.process} owned it from {seconds(later.start)} s"}
 
 

@@ -58,7 +58,9 @@ class Entry:
 @dataclass(slots=True)
 class Ownership:
     """A member owning a key from `start` to `end` (None: to the history's end).
-    `end_reason`: revoked, lost, reassigned, process-end or history-end."""
+    `end_reason`: revoked, lost, reassigned, process-end or history-end. `known_until`:
+    when the ownership is last certain; earlier than `end` when an op of unknown outcome
+    ended the process (the ownership may have ended any time after that op began)."""
 
     key: Key
     process: Any
@@ -70,6 +72,7 @@ class Ownership:
     end_op: int | None = None
     end_generation: int | None = None
     end_reason: str = "history-end"
+    known_until: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -305,7 +308,7 @@ class _Reader:
                 {normalise_key(k): n if isinstance(n, int) else None for k, n in raw.items()},
                 started, op.time, op.index))
         if op.type == "info":
-            self.end_member(member, op)
+            self.end_member(member, op, started)
 
     def poll_commit(self, group: Group, op: Op, started: int) -> None:
         commit = op.extra.get("commit")
@@ -339,18 +342,19 @@ class _Reader:
             self.owned[op.process][key] = owned
 
     def close(self, process: Any, key: Key, when: int, op: int | None,
-              generation: int | None, reason: str) -> None:
+              generation: int | None, reason: str, known_until: int | None = None) -> None:
         owned = self.owned[process].pop(key, None)
         if owned is not None:
             owned.end, owned.end_op = when, op
             owned.end_generation, owned.end_reason = generation, reason
+            owned.known_until = min(when, known_until) if known_until is not None else when
 
-    def end_member(self, member: Member, op: Op) -> None:
-        """The member's process ended with `op` (an info completion, or an invoke that
-        never completed: its process may have died there)."""
+    def end_member(self, member: Member, op: Op, began: int | None = None) -> None:
+        """The member's process ended with `op` (an info completion that `began` then, or
+        an invoke that never completed: its process may have died there)."""
         member.end = op.time
         for key in list(self.owned.get(member.process, ())):
-            self.close(member.process, key, op.time, op.index, None, "process-end")
+            self.close(member.process, key, op.time, op.index, None, "process-end", began)
 
     def unfinished(self) -> None:
         """Ops never completed: their sends and commits are of unknown outcome."""

@@ -138,6 +138,19 @@ def test_near_miss_revoke_then_assign_and_a_crashed_owner():
     assert "split-assignment" not in check(b).anomalies
 
 
+def test_near_miss_an_owner_whose_poll_never_answered_owns_only_until_that_poll_began():
+    """p1's poll began at 1 s and got no answer (its revoke callback, if any, was in the
+    lost reply) until 5 s; p2 got the key at 2 s: the overlap is not certain."""
+    b = GroupBuilder()
+    b.subscribe(1, [b.entry([0], None, "m1", at=0.5)])
+    b.at(1).invoke(1, "poll", [["poll"]])
+    b.at(2).subscribe(2, [b.entry([0], None, "m2", at=2)])
+    b.at(5).complete(1, "poll", "info", [["poll"]], error="indeterminate: no answer")
+    assert "split-assignment" not in check(b).anomalies
+    b.at(6).subscribe(3, [b.entry([0], None, "m3", at=6)])
+    assert witness(check(b), "split-assignment")["members"] == [2, 3]
+
+
 # --- orphaned-partition ------------------------------------------------------------------------
 
 def orphan_history(reassigned_at: float, fault: tuple[float, float] | None = None

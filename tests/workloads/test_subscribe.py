@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import threading
@@ -85,7 +86,7 @@ def assert_valid(ops, test) -> None:
     queue = QueueChecker().check(test, ops, {})
     assert queue.valid is True, queue.anomalies
     groups = GroupsChecker().check(test, ops, {})
-    assert groups.valid is True, (groups.anomalies, groups.stats)
+    assert groups.valid is True, json.dumps(groups.to_json(), default=str)
     assert groups.stats["applicable"] is True
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import importlib
 import io
 import json
+import sys
 import time
 
 import pytest
@@ -12,7 +13,7 @@ import pytest
 from workloads.core import generator as gen
 from workloads.core.generator import PENDING, Context
 from workloads.groups import ops as group_ops
-from workloads.groups.child import ConsumerChildren
+from workloads.groups.child import ConsumerChild, ConsumerChildren
 from workloads.groups.consumer import CommitResult, EventLog, MemberConfig, serve
 from workloads.groups.member import GroupMember
 from workloads.queue import KIND, QueueOptions, checkers, queue_workload
@@ -337,10 +338,33 @@ def test_member_commit_outcome_and_close_crash_rebalances():
     assert crash["type"] == "info" and crash["rebalances"][0]["revoked"] == [0]
 
 
+SLOW_CHILD = """
+import json, sys, time
+sys.stdin.readline()
+for line in sys.stdin:
+    request = json.loads(line)
+    if request["op"] == "slow":
+        time.sleep(1.0)
+    event = {"time": time.monotonic_ns(), "assigned": [request["op"]]}
+    print(json.dumps({"id": request["id"], "result": None, "events": [event]}), flush=True)
+"""
+
+
+def test_the_events_of_a_reply_that_came_too_late_go_with_the_next_one():
+    child = ConsumerChild(config(), [sys.executable, "-c", SLOW_CHILD])
+    try:
+        with pytest.raises(TimeoutError):
+            child.request("slow", 0.2)
+        reply = child.request("fast", 10)
+        assert [event["assigned"] for event in reply["events"]] == [["slow"], ["fast"]]
+        assert child.request("again", 10)["events"][0]["assigned"] == ["again"]
+    finally:
+        child.kill()
+
+
 def test_every_child_entry_point_is_a_module_with_a_main():
-    from workloads.kafka.confluent import ConfluentClient
+    from workloads.kafka.confluent import TRANSFER_MAIN, ConfluentClient
     from workloads.kafka.kafka_python import KafkaPythonClient
-    from workloads.transfer.client import TRANSFER_MAIN
 
     for main in (ConfluentClient.member_main, KafkaPythonClient.member_main, TRANSFER_MAIN):
         assert callable(importlib.import_module(main).main), main

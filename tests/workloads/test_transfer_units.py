@@ -4,8 +4,10 @@ completion."""
 
 from __future__ import annotations
 
+import importlib
 import itertools
 from collections import Counter
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -13,10 +15,13 @@ import pytest
 from workloads.core import generator as gen
 from workloads.groups.child import ConsumerChildren
 from workloads.groups.consumer import MemberConfig
-from workloads.kafka.confluent import record_value
+from workloads.kafka.client import transaction_timeout_ms
+from workloads.kafka.confluent import TRANSFER_MAIN, record_value
+from workloads.kafka.java.build import JavaRuntime
+from workloads.kafka.java.client import JavaClient
 from workloads.registry import WORKLOADS
-from workloads.transfer.child import TransferConfig
-from workloads.transfer.client import TRANSFER_MAIN, TransferMember
+from workloads.transfer.client import TransferClient, TransferMember
+from workloads.transfer.config import TransferConfig
 from workloads.transfer.workload import (
     CHECKERS,
     TransferGenerator,
@@ -65,11 +70,36 @@ def test_options_map_input_keys_to_output_keys_on_two_topics():
     ({"session_timeout_ms": 10}, ["session_timeout_ms", "group.min.session.timeout.ms"]),
     ({"output_topic": "kchaos-in"}, ["topics must differ"]),
     ({"keys": 0}, ["keys"]),
+    ({"client": "kafka-python"}, ["confluent or java", "sendOffsetsToTransaction"]),
+    ({"java_client_version": "4.1.1"}, ["--client java", "confluent"]),
 ])
 def test_bad_options_say_what_is_wrong(fields, words):
     with pytest.raises(ValueError) as raised:
         TransferOptions(**fields)
     assert all(word in str(raised.value) for word in words), str(raised.value)
+
+
+def test_the_java_client_runs_transfer_workers_of_its_own_mode():
+    runtime = JavaRuntime("4.1.1", Path("/libs"), Path("/classes"))
+    options = TransferOptions(keys=2, client="java", java_runtime=runtime, op_timeout=4)
+    workload = transfer_workload(options)
+    assert isinstance(workload.client, TransferClient)
+    adapter = workload.client.adapter
+    assert isinstance(adapter, JavaClient) and adapter.member_main[-1] == "transfer"
+    settings, command = adapter.transfer_worker(7)
+    assert command == runtime.command("transfer")
+    assert settings == {"transactional_id": f"kchaos-in-transfer-{7 % options.concurrency}",
+                        "transaction_timeout_ms": transaction_timeout_ms(4), "linger_ms": 0}
+    assert workload.test_fields["client"] == "java"
+    assert workload.test_fields["java_client_version"] == "4.1.1"
+
+
+def test_the_confluent_client_runs_the_python_transfer_worker():
+    adapter = transfer_workload(TransferOptions(keys=2)).client.adapter
+    settings, main = adapter.transfer_worker(1)
+    assert main == TRANSFER_MAIN and callable(importlib.import_module(main).main)
+    assert settings["transactional.id"] == "kchaos-in-transfer-1" and "logger" not in settings
+    assert settings["enable.idempotence"] is True and settings["acks"] == "all"
 
 
 def test_transfer_generator_marks_a_fraction_aborted():
@@ -167,7 +197,8 @@ def member(replies: dict[str, Any]) -> tuple[TransferMember, FakeChildren]:
                             group="g0", partition_keys={0: 0}),
         producer={}, output_topic="out", outputs={0: (1, 0)})
     children = FakeChildren(FakeChild(replies))
-    return TransferMember(children, config, None, itertools.count(7)), children
+    return (TransferMember(children, config, None, itertools.count(7), TRANSFER_MAIN),
+            children)
 
 
 def test_a_worker_reply_becomes_a_txn_completion_with_its_offsets():

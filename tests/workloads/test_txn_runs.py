@@ -107,13 +107,16 @@ def test_txn_run_with_aborts_is_valid(cluster, tmp_path, client):
     assert results["queue"].stats["sends"] > 100
 
 
-def test_transfer_run_is_valid(cluster, tmp_path):
+@pytest.mark.parametrize("client", ["confluent", pytest.param("java", marks=pytest.mark.clients)])
+def test_transfer_run_is_valid(cluster, tmp_path, client):
     options = TransferOptions(
         bootstrap_servers=tuple(b.bootstrap for b in cluster.brokers.values()),
-        topic="xfer-in", output_topic="xfer-out", keys=3, concurrency=4, rate=40, seed=9,
-        op_timeout=5, drain_idle_polls=6, abort_rate=0.1, crash_weight=0.02)
+        topic=f"xfer-in-{client}", output_topic=f"xfer-out-{client}", keys=3, concurrency=4,
+        rate=40, seed=9, op_timeout=5, drain_idle_polls=6, abort_rate=0.1, crash_weight=0.02,
+        client=client, java_runtime=java_runtime() if client == "java" else None)
     workload = transfer_workload(options)
     ops, test = run(cluster, tmp_path / "history.jsonl", workload, 20)
+    assert test["client"] == client
     assert workload.consumer_pids() == []
     transfers = [op for op in ops if op.f == "txn" and op.type == "ok" and "offsets" in op.extra]
     assert len(transfers) > 10

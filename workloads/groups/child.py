@@ -5,7 +5,8 @@ with `-m`, so that runpy never warns of a double import), or a given command lin
 Java client's, `workloads.kafka.java`), writes its configuration,
 and sends requests with increasing ids; a reader thread hands each reply to the request
 waiting for its id, so a request that timed out (its child SIGSTOPped, say) can never
-take the answer of a later one. A request that gets no reply in its timeout raises
+take the answer of a later one; the callback events of a reply that came too late go
+with the next reply, so none is lost. A request that gets no reply in its timeout raises
 `TimeoutError`; a child that exited raises `ChildGone`; a reply with an error raises
 `MemberError` (which keeps the callback events of that reply). The child's stderr goes to
 the client logger (`kchaos.clients.group`).
@@ -92,6 +93,7 @@ class ConsumerChild:
         self._lock = threading.Lock()
         self._next_id = 0
         self._gone = False
+        self._late_events: list[dict[str, Any]] = []
         threading.Thread(target=self._read_replies, name=f"child-{self.pid}",
                          daemon=True).start()
         threading.Thread(target=self._read_stderr, name=f"child-{self.pid}-err",
@@ -127,8 +129,13 @@ class ConsumerChild:
                 continue
             with self._lock:
                 waiting = self._waiting.pop(reply.get("id"), None)
-            if waiting is not None:
-                waiting.put(reply)
+                if waiting is None:
+                    self._late_events.extend(reply.get("events") or [])
+                    continue
+                if self._late_events:
+                    reply["events"] = [*self._late_events, *(reply.get("events") or [])]
+                    self._late_events = []
+            waiting.put(reply)
         with self._lock:
             self._gone = True
             waiting_now, self._waiting = list(self._waiting.values()), {}
@@ -154,8 +161,11 @@ class ConsumerChild:
         except queue.Empty:
             with self._lock:
                 self._waiting.pop(ident, None)
-            raise TimeoutError(f"consumer child {self.pid}: no answer to {op} in {timeout} s"
-                               ) from None
+            try:
+                reply = answer.get_nowait()
+            except queue.Empty:
+                raise TimeoutError(f"consumer child {self.pid}: no answer to {op} in "
+                                   f"{timeout} s") from None
         if reply is None:
             raise self._gone_error()
         if "error" in reply:

@@ -12,7 +12,7 @@ Subscribe mode (`sub_via="subscribe"`): a `subscribe` op starts the process's co
 child in the op's group and `poll`, `commit` and `crash` go to it
 (`workloads.groups.member`); the child runs the adapter's `member_main` module (its
 library's group member). `committed` reads a group's offsets through a client of no
-group (the adapter's `_committed`); `assign` (the final drain) opens an assign-mode
+group (the adapter's `committed_offsets`); `assign` (the final drain) opens an assign-mode
 consumer as in assign mode. Clients that stamp times of their own (the rebalance
 callbacks) get the history's clock from the worker (`use_clock`).
 """
@@ -201,7 +201,7 @@ class QueueClient:
     """What the Kafka adapters share: the unopened factory value (`Adapter(options)`; `open`
     returns a connected copy), the op dispatch, the read positions and, in subscribe mode,
     the process's group member. Subclasses name their `library`, connect in `open` and
-    implement `_send`, `_poll`, `_assign`, `_committed` and `_end_offsets`. `children` is
+    implement `_send`, `_poll`, `_assign`, `committed_offsets` and `_end_offsets`. `children` is
     the workload's registry of consumer child processes, shared by the factory value and
     its copies; `member_main` the module whose `main` serves a consumer child of the
     adapter's library (or the command line of one, for a client not in Python)."""
@@ -246,7 +246,7 @@ class QueueClient:
         if f == "committed":
             group = op["value"]["group"]
             return completed(op, "ok", {"group": group, "offsets": {
-                str(key): offset for key, offset in self._committed(group).items()}})
+                str(key): offset for key, offset in self.committed_offsets(group).items()}})
         if f == "assign":
             self._assign(list(op["value"]), bool(op.get("seek_to_beginning")))
             return completed(op, "ok", op["value"])
@@ -280,7 +280,7 @@ class QueueClient:
         if member is not None:
             member.close()
 
-    def _committed(self, group: str) -> dict[Any, int | None]:
+    def committed_offsets(self, group: str) -> dict[Any, int | None]:
         """key -> the group's committed (next) offset, None where it has none."""
         raise NotImplementedError
 
@@ -297,6 +297,11 @@ class QueueClient:
 
     def _txn(self, op: Mapping[str, Any]) -> dict[str, Any]:
         raise NotImplementedError(f"{self.library} runs no transactions")
+
+    def transfer_worker(self, process: int) -> tuple[dict[str, Any], str | Sequence[str]]:
+        """What a transfer worker of this library needs for `process`: its transactional
+        producer's settings, and the module or command line of its child."""
+        raise NotImplementedError(f"{self.library} runs no transfer workers")
 
     def _assign(self, keys: list[Any], seek_to_beginning: bool) -> None:
         raise NotImplementedError

@@ -59,6 +59,7 @@ TXN_BUDGET = 0.8  # of the op timeout, for a transaction to end before the worke
 TXN_REQUEST_TIMEOUT_MS = 30000  # Kafka's default, and at least twice message.timeout.ms
 FIRST_OFFSET = 0  # where every partition of the workloads' topics begins
 STALLED = "stalled before its commit (stall-producer)"
+TRANSFER_MAIN = "workloads.transfer.child"
 
 
 class ConfluentClient(QueueClient):
@@ -132,6 +133,13 @@ class ConfluentClient(QueueClient):
                                           2 * producer["message.timeout.ms"]),
                 "transactional.id": options.transactional_id_of(process),
                 "transaction.timeout.ms": transaction_timeout_ms(options.op_timeout)}
+
+    def transfer_worker(self, process: int) -> tuple[dict[str, Any], str]:
+        """The transactional settings (less the logger, which the child sets) and the
+        transfer worker's module."""
+        settings = {key: value for key, value in self._txn_config(process).items()
+                    if key != "logger"}
+        return settings, TRANSFER_MAIN
 
     def _consumer_config(self) -> dict[str, Any]:
         return {
@@ -352,7 +360,7 @@ class ConfluentClient(QueueClient):
                            FIRST_OFFSET if start is None else start)
             for key, start in starts.items()])
 
-    def _committed(self, group: str) -> dict[Any, int | None]:
+    def committed_offsets(self, group: str) -> dict[Any, int | None]:
         options = self.options
         reader = Consumer({**self._common_config(), "group.id": group,
                            "enable.auto.commit": False})

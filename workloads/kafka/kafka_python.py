@@ -185,7 +185,7 @@ class KafkaPythonClient(QueueClient):
             reader.close()
         return {key: ends[partition] for key, partition in partitions.items()}
 
-    def _committed(self, group: str) -> dict[Any, int | None]:
+    def committed_offsets(self, group: str) -> dict[Any, int | None]:
         options = self.options
         admin = KafkaAdminClient(bootstrap_servers=options.bootstrap_for(self.node),
                                  request_timeout_ms=max(1000, int(options.op_timeout * 1000)))

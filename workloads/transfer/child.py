@@ -1,4 +1,6 @@
-"""A transfer worker in a child process of its own: consume, transform, produce, exactly once.
+"""A transfer worker on confluent-kafka in a child process of its own: consume, transform,
+produce, exactly once. (`KchaosClient transfer`, workloads/kafka/java, is the same worker on
+the Java client, speaking the same protocol.)
 
 The transfer workload's workers run one per child process, as the group consumers do
 (`workloads.groups.child` starts it; a nemesis can SIGSTOP it, a crash can SIGKILL it).
@@ -37,52 +39,19 @@ import os
 import sys
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any
 
 from confluent_kafka import KafkaException, TopicPartition
 
-from workloads.groups.consumer import MemberConfig, Reads, next_offsets
+from workloads.groups.consumer import Reads, next_offsets
 from workloads.kafka.client import LIBRDKAFKA_LOGGER, Delivery
 from workloads.kafka.confluent_member import ConfluentMember
 from workloads.kafka.transactions import ZOMBIE_SECONDS, TxnProducer
+from workloads.transfer.config import TXN_BUDGET, TransferConfig
 
-__all__ = ["TXN_BUDGET", "TransferConfig", "TransferWorker", "main"]
+__all__ = ["TransferWorker", "main"]
 
-TXN_BUDGET = 0.8  # of the op timeout, so the child answers before the parent gives up
 INIT_BUDGET = 0.5  # of the op timeout: the subscribe op also waits for the child to start
-
-
-@dataclass(frozen=True, kw_only=True)
-class TransferConfig:
-    """What a transfer worker needs: its group consumer's configuration (the input side),
-    the transactional producer's librdkafka settings, the output topic and, per input
-    key, its output key and partition."""
-
-    member: MemberConfig
-    producer: Mapping[str, Any]
-    output_topic: str
-    outputs: Mapping[Any, tuple[Any, int]]
-
-    @property
-    def group(self) -> str:
-        return self.member.group
-
-    @property
-    def op_timeout(self) -> float:
-        return self.member.op_timeout
-
-    def to_json(self) -> dict[str, Any]:
-        return {"member": self.member.to_json(), "producer": dict(self.producer),
-                "output_topic": self.output_topic,
-                "outputs": [[key, out, partition] for key, (out, partition) in
-                            self.outputs.items()]}
-
-    @classmethod
-    def from_json(cls, raw: Mapping[str, Any]) -> TransferConfig:
-        return cls(member=MemberConfig.from_json(raw["member"]), producer=raw["producer"],
-                   output_topic=raw["output_topic"],
-                   outputs={key: (out, partition) for key, out, partition in raw["outputs"]})
 
 
 class TransferConsumer(ConfluentMember):

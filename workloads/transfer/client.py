@@ -24,23 +24,18 @@ from __future__ import annotations
 
 import itertools
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
-
-from confluent_kafka import KafkaException
 
 from workloads.core.client import completed
 from workloads.groups.child import ConsumerChildren
 from workloads.groups.member import REPLY_GRACE_SECONDS, GroupMember
-from workloads.kafka.client import ClientOptions
-from workloads.kafka.confluent import ConfluentClient
-from workloads.kafka.transactions import Zombies
-from workloads.transfer.child import TXN_BUDGET, TransferConfig
+from workloads.kafka.client import QueueClient
+from workloads.transfer.config import TXN_BUDGET, TransferConfig
 
-__all__ = ["TRANSFER_MAIN", "TransferClient", "TransferMember"]
+__all__ = ["Outputs", "TransferClient", "TransferMember"]
 
-TRANSFER_MAIN = "workloads.transfer.child"
 RETRY_PAUSE = 0.2
 
 
@@ -48,12 +43,13 @@ class TransferMember(GroupMember):
     """The parent's side of one transfer worker child."""
 
     def __init__(self, children: ConsumerChildren, config: TransferConfig,
-                 clock: Callable[[], int] | None, attempts: Iterator[int]) -> None:
+                 clock: Callable[[], int] | None, attempts: Iterator[int],
+                 main: str | Sequence[str]) -> None:
         self.children = children
         self.config = config
         self.clock = clock
         self.attempts = attempts
-        self.child = children.start(config, TRANSFER_MAIN)
+        self.child = children.start(config, main)
         self.timeout = config.op_timeout + REPLY_GRACE_SECONDS
 
     def transfer(self, op: Mapping[str, Any]) -> dict[str, Any]:
@@ -84,52 +80,73 @@ class Outputs:
     keys: Mapping[Any, Any]
 
 
-class TransferClient(ConfluentClient):
-    """`TransferClient(options, outputs)` is the unopened factory value; `open` connects."""
+class TransferClient:
+    """`TransferClient(adapter, outputs)` is the unopened factory value, around the unopened
+    queue client of the chosen library (`adapter`); `open` opens both. Sends, crashes and
+    the final drain are the adapter's; subscribe, transfers and committed reads are this
+    client's."""
 
-    def __init__(self, options: ClientOptions, outputs: Outputs, node: str | None = None,
-                 children: ConsumerChildren | None = None, zombies: Zombies | None = None,
+    def __init__(self, adapter: QueueClient, outputs: Outputs,
                  attempts: Iterator[int] | None = None) -> None:
-        super().__init__(options, node, children, zombies)
+        self.adapter = adapter
         self.outputs = outputs
         self.attempts = attempts if attempts is not None else itertools.count()
 
-    def _copy(self, node: str | None) -> TransferClient:
-        return TransferClient(self.options, self.outputs, node, self.children, self.zombies,
-                              self.attempts)
+    @property
+    def children(self) -> ConsumerChildren:
+        return self.adapter.children
+
+    def open(self, test: Any, node: str | None) -> TransferClient:
+        return TransferClient(self.adapter.open(test, node), self.outputs, self.attempts)
+
+    def setup(self, test: Any) -> None:
+        self.adapter.setup(test)
+
+    def teardown(self, test: Any) -> None:
+        self.adapter.teardown(test)
+
+    def close(self, test: Any) -> None:
+        self.adapter.close(test)
+
+    def use_clock(self, clock: Callable[[], int]) -> None:
+        self.adapter.use_clock(clock)
 
     def invoke(self, test: Any, op: Mapping[str, Any]) -> dict[str, Any]:
         if op["f"] == "txn":
-            if not isinstance(self.member, TransferMember):
+            member = self.adapter.member
+            if not isinstance(member, TransferMember):
                 return completed(op, "fail", op["value"], error="not subscribed")
-            return self.member.transfer(op)
+            return member.transfer(op)
+        if op["f"] == "subscribe":
+            return self._subscribe(op)
         if op["f"] == "committed":
             return self._committed_op(op)
-        return super().invoke(test, op)
+        return self.adapter.invoke(test, op)
 
     def _subscribe(self, op: Mapping[str, Any]) -> dict[str, Any]:
-        self.close_member()
-        producer = {key: value for key, value in self._txn_config(op["process"]).items()
-                    if key != "logger"}
-        options = self.options
+        adapter = self.adapter
+        adapter.close_member()
+        producer, main = adapter.transfer_worker(op["process"])
+        options = adapter.options
         config = TransferConfig(
-            member=self.member_config(op["value"]["group"]), producer=producer,
+            member=adapter.member_config(op["value"]["group"]), producer=producer,
             output_topic=self.outputs.topic,
             outputs={key: (out, options.key_partitions[out])
                      for key, out in self.outputs.keys.items()})
-        self.member = TransferMember(self.children, config, self.clock, self.attempts)
-        return self.member.subscribe(op)
+        member = TransferMember(adapter.children, config, adapter.clock, self.attempts, main)
+        adapter.member = member
+        return member.subscribe(op)
 
     def _committed_op(self, op: Mapping[str, Any]) -> dict[str, Any]:
         """The group's committed offsets, retrying while they are unstable (a transaction
         holding offsets of the group is still open) until the op's budget is spent."""
         group = op["value"]["group"]
-        deadline = time.monotonic() + self.options.op_timeout * TXN_BUDGET
+        deadline = time.monotonic() + self.adapter.options.op_timeout * TXN_BUDGET
         while True:
             try:
-                found = self._committed(group)
+                found = self.adapter.committed_offsets(group)
                 break
-            except KafkaException:
+            except Exception:
                 if time.monotonic() + RETRY_PAUSE >= deadline:
                     raise
                 time.sleep(RETRY_PAUSE)

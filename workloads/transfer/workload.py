@@ -35,14 +35,17 @@ from workloads.core import generator as gen
 from workloads.core.final import Drain
 from workloads.core.part import Workload, WorkloadContext, WorkloadKind
 from workloads.groups import ops as group_ops
-from workloads.kafka.client import ClientOptions, drain_idle_polls
+from workloads.kafka.client import ClientOptions, QueueClient, drain_idle_polls
+from workloads.kafka.java.build import JavaRuntime
 from workloads.queue import MIN_SESSION_TIMEOUT_MS, SendGenerator
 from workloads.transfer.client import Outputs, TransferClient
 
-__all__ = ["CHECKERS", "KIND", "TransferGenerator", "TransferOptions", "transfer_workload"]
+__all__ = ["CHECKERS", "KIND", "TRANSFER_CLIENTS", "TransferGenerator", "TransferOptions",
+           "transfer_workload"]
 
 CHECKERS = ("transfer", "queue", "txn", "acks", "elections", "availability", "stats")
 COMMIT = "in-transaction"  # GroupOps adds commit ops only for after-process
+TRANSFER_CLIENTS = ("confluent", "java")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -50,6 +53,12 @@ class TransferOptions:
     """The transfer workload's options: fields with `help` are the user's (flags and TOML
     keys); the others are set by the harness or by tests."""
 
+    client: str = field(default="confluent", metadata={
+        "help": "Kafka client of the transfer workers and the sends",
+        "choices": TRANSFER_CLIENTS})
+    java_client_version: str | None = field(default=None, metadata={
+        "help": "the Java client's kafka-clients version (default: the cluster's Kafka "
+                "version, 3.9.1 on our broker)", "metavar": "VERSION"})
     keys: int = field(default=4, metadata={"help": "keys = partitions"})
     concurrency: int = field(default=6, metadata={"help": "client threads"})
     rate: float = field(default=100.0, metadata={"help": "ops per second over all clients"})
@@ -71,8 +80,16 @@ class TransferOptions:
     crash_weight: float = 0.01
     seed: int = 0
     drain_idle_polls: int = 10
+    java_runtime: JavaRuntime | None = None  # the compiled Java client, set by the harness
 
     def __post_init__(self) -> None:
+        if self.client not in TRANSFER_CLIENTS:
+            raise ValueError(f"the transfer workload runs on {' or '.join(TRANSFER_CLIENTS)} "
+                             f"(clients of transactions with sendOffsetsToTransaction), not "
+                             f"{self.client!r}: set --client confluent or --client java")
+        if self.java_client_version is not None and self.client != "java":
+            raise ValueError(f"--java-client-version {self.java_client_version} is for the "
+                             f"Java client, not {self.client}: add --client java or drop it")
         if self.keys < 1:
             raise ValueError(f"keys must be >= 1, got {self.keys}")
         if self.concurrency < 1:
@@ -106,14 +123,17 @@ class TransferOptions:
             idempotence=True, op_timeout=self.op_timeout, poll_timeout=self.poll_timeout,
             sub_via="subscribe", commit=COMMIT, session_timeout_ms=self.session_timeout_ms,
             isolation_level="read_committed", transactional_id=f"{self.topic}-transfer",
-            concurrency=self.concurrency)
+            concurrency=self.concurrency, java=self.java_runtime)
 
     def test_fields(self) -> dict[str, Any]:
         """What test.json records of these options (the checkers read them)."""
-        return {"acks": "all", "idempotence": True, "subscribe": True, "client": "confluent",
-                "txn": True, "isolation_level": "read_committed",
-                "abort_rate": self.abort_rate, "groups": 1,
-                "session_timeout_ms": self.session_timeout_ms}
+        fields = {"acks": "all", "idempotence": True, "subscribe": True, "client": self.client,
+                  "txn": True, "isolation_level": "read_committed",
+                  "abort_rate": self.abort_rate, "groups": 1,
+                  "session_timeout_ms": self.session_timeout_ms}
+        if self.java_runtime is not None:
+            fields["java_client_version"] = self.java_runtime.version
+        return fields
 
 
 @dataclass(frozen=True)
@@ -161,7 +181,8 @@ def transfer_workload(options: TransferOptions) -> Workload:
               drain_idle_polls(options.op_timeout, options.poll_timeout,
                                options.drain_idle_polls), crash_first=True))
     client_options = options.client_options()
-    client = TransferClient(client_options, Outputs(options.output_topic, outputs))
+    client = TransferClient(_adapter(options.client, client_options),
+                            Outputs(options.output_topic, outputs))
     key_partitions = {**{key: (options.topic, key) for key in outputs},
                       **{out: (options.output_topic, key) for key, out in outputs.items()}}
     return Workload(
@@ -170,6 +191,15 @@ def transfer_workload(options: TransferOptions) -> Workload:
         test_fields=options.test_fields(), op_timeout=options.op_timeout,
         topic=options.topic, group_ids=tuple(group_ops.group_names(1)),
         children=client.children, txn_ids=client_options.transactional_ids())
+
+
+def _adapter(name: str, options: ClientOptions) -> QueueClient:
+    """The library's unopened queue client, its group children transfer workers."""
+    if name == "java":
+        from workloads.kafka.java.client import JavaClient
+        return JavaClient(options, member_mode="transfer")
+    from workloads.kafka.confluent import ConfluentClient
+    return ConfluentClient(options)
 
 
 def build(options: TransferOptions, context: WorkloadContext) -> Workload:

@@ -23,6 +23,7 @@ import com.fasterxml.jackson.databind.node.ObjectNode;
 
 import org.apache.kafka.clients.admin.Admin;
 import org.apache.kafka.clients.admin.AdminClientConfig;
+import org.apache.kafka.clients.admin.ListConsumerGroupOffsetsOptions;
 import org.apache.kafka.clients.admin.NewTopic;
 import org.apache.kafka.clients.admin.TopicDescription;
 import org.apache.kafka.clients.consumer.CommitFailedException;
@@ -64,6 +65,9 @@ import org.apache.kafka.common.serialization.StringSerializer;
  * `KchaosClient member`: a subscribe-mode group member, the protocol of
  * workloads.groups.consumer (requests subscribe, poll, commit, close; rebalance callbacks
  * as events on CLOCK_MONOTONIC, which System.nanoTime reads on Linux).
+ * `KchaosClient transfer`: a transfer worker, the protocol of workloads.transfer.child
+ * (requests subscribe, transfer, close): a read_committed group member and a
+ * transactional producer, one consume-transform-produce transaction per transfer.
  *
  * The first line is the configuration. A failed send reports the error's Kafka protocol
  * name where it has one, else the exception's class, and whether the record certainly
@@ -84,7 +88,11 @@ public final class KchaosClient {
         }
         BufferedReader in = new BufferedReader(new InputStreamReader(System.in, StandardCharsets.UTF_8));
         JsonNode config = JSON.readTree(in.readLine());
-        Handler handler = "member".equals(args[0]) ? new Member(config) : new Queue(config);
+        Handler handler = switch (args[0]) {
+            case "member" -> new Member(config, "read_uncommitted");
+            case "transfer" -> new Transfer(config);
+            default -> new Queue(config);
+        };
         String line;
         while ((line = in.readLine()) != null) {
             JsonNode request = JSON.readTree(line);
@@ -100,10 +108,12 @@ public final class KchaosClient {
             OUT.print(JSON.writeValueAsString(reply) + "\n");
             OUT.flush();
             if ("close".equals(op)) {
-                break;
+                OUT.flush();
+                Runtime.getRuntime().halt(0);
             }
         }
         OUT.flush();
+        handler.abandoned();
         Runtime.getRuntime().halt(0);
     }
 
@@ -111,6 +121,10 @@ public final class KchaosClient {
         JsonNode handle(String op, JsonNode request) throws Exception;
 
         ArrayNode events();
+
+        /** The harness closed stdin without a close request: finish as a zombie would. */
+        default void abandoned() {
+        }
     }
 
     static String describe(Throwable error) {
@@ -153,17 +167,50 @@ public final class KchaosClient {
         return pair;
     }
 
+    /** [offset, value]: the value as a number when it is one (the workloads' sends), else
+     * as text (a transfer's outputs, `value:attempt`). */
+    static ArrayNode read(ConsumerRecord<String, String> record) {
+        ArrayNode read = JSON.createArrayNode();
+        read.add(record.offset());
+        try {
+            read.add(Long.parseLong(record.value()));
+        } catch (NumberFormatException text) {
+            read.add(record.value());
+        }
+        return read;
+    }
+
     /** Records of one poll by partition: [[partition, [[offset, value], ...]], ...]. */
     static ArrayNode reads(ConsumerRecords<String, String> records) {
         Map<Integer, ArrayNode> byPartition = new TreeMap<>();
         for (ConsumerRecord<String, String> record : records) {
-            ArrayNode read = JSON.createArrayNode();
-            read.add(record.offset());
-            read.add(Long.parseLong(record.value()));
-            byPartition.computeIfAbsent(record.partition(), p -> JSON.createArrayNode()).add(read);
+            byPartition.computeIfAbsent(record.partition(), p -> JSON.createArrayNode())
+                .add(read(record));
         }
         ArrayNode out = JSON.createArrayNode();
         byPartition.forEach((partition, pairs) -> out.add(pair(JSON.valueToTree(partition), pairs)));
+        return out;
+    }
+
+    /** Records of one poll of several topics: [[topic, partition, [[offset, value], ...]]]. */
+    static ArrayNode topicReads(ConsumerRecords<String, String> records) {
+        Map<TopicPartition, ArrayNode> byPartition = new HashMap<>();
+        List<TopicPartition> order = new ArrayList<>();
+        for (ConsumerRecord<String, String> record : records) {
+            TopicPartition partition = new TopicPartition(record.topic(), record.partition());
+            byPartition.computeIfAbsent(partition, p -> {
+                order.add(p);
+                return JSON.createArrayNode();
+            }).add(read(record));
+        }
+        ArrayNode out = JSON.createArrayNode();
+        for (TopicPartition partition : order) {
+            ArrayNode entry = JSON.createArrayNode();
+            entry.add(partition.topic());
+            entry.add(partition.partition());
+            entry.add(byPartition.get(partition));
+            out.add(entry);
+        }
         return out;
     }
 
@@ -310,7 +357,7 @@ public final class KchaosClient {
                         results.add(JSON.createObjectNode());
                     } else {
                         ObjectNode polled = JSON.createObjectNode();
-                        polled.set("reads", reads(consumer.poll(
+                        polled.set("reads", topicReads(consumer.poll(
                             Duration.ofMillis(micro.get(1).asLong()))));
                         results.add(polled);
                     }
@@ -498,22 +545,23 @@ public final class KchaosClient {
         }
 
         private JsonNode poll(long timeoutMs) {
-            return reads(consumer().poll(Duration.ofMillis(timeoutMs)));
+            return topicReads(consumer().poll(Duration.ofMillis(timeoutMs)));
         }
 
-        /** Assign [[partition, start or null (the beginning)], ...]. */
+        /** Assign [[topic, partition, start or null (the beginning)], ...]. */
         private JsonNode assign(JsonNode partitions) {
             KafkaConsumer<String, String> consumer = consumer();
             List<TopicPartition> assigned = new ArrayList<>();
             List<TopicPartition> fromStart = new ArrayList<>();
             Map<TopicPartition, Long> starts = new HashMap<>();
             for (JsonNode entry : partitions) {
-                TopicPartition partition = new TopicPartition(topic, entry.get(0).asInt());
+                TopicPartition partition =
+                    new TopicPartition(entry.get(0).asText(), entry.get(1).asInt());
                 assigned.add(partition);
-                if (entry.get(1).isNull()) {
+                if (entry.get(2).isNull()) {
                     fromStart.add(partition);
                 } else {
-                    starts.put(partition, entry.get(1).asLong());
+                    starts.put(partition, entry.get(2).asLong());
                 }
             }
             consumer.assign(assigned);
@@ -547,11 +595,15 @@ public final class KchaosClient {
             }
         }
 
-        /** The group's committed (next) offset of each partition, null where it has none. */
+        /** The group's committed (next) offset of each partition, null where it has none;
+         * stable: the broker holds the answer while a transaction with offsets of the group
+         * is open (the Admin retries until its timeout). */
         private JsonNode committed(String group, JsonNode numbers) throws Exception {
             try (Admin admin = admin()) {
                 Map<TopicPartition, OffsetAndMetadata> found = admin
-                    .listConsumerGroupOffsets(group).partitionsToOffsetAndMetadata()
+                    .listConsumerGroupOffsets(group,
+                                              new ListConsumerGroupOffsetsOptions().requireStable(true))
+                    .partitionsToOffsetAndMetadata()
                     .get(opTimeoutMs, TimeUnit.MILLISECONDS);
                 ArrayNode out = JSON.createArrayNode();
                 for (TopicPartition partition : partitions(numbers)) {
@@ -575,7 +627,7 @@ public final class KchaosClient {
         private final KafkaConsumer<String, String> consumer;
         private ArrayNode events = JSON.createArrayNode();
 
-        Member(JsonNode config) {
+        Member(JsonNode config, String isolationLevel) {
             this.topic = config.get("topic").asText();
             this.commitMode = config.get("commit").asText();
             this.pollTimeoutMs = (long) (config.get("poll_timeout").asDouble() * 1000);
@@ -590,6 +642,7 @@ public final class KchaosClient {
             properties.put(ConsumerConfig.AUTO_COMMIT_INTERVAL_MS_CONFIG, "1000");
             properties.put(ConsumerConfig.AUTO_OFFSET_RESET_CONFIG, "earliest");
             properties.put(ConsumerConfig.FETCH_MAX_WAIT_MS_CONFIG, "100");
+            properties.put(ConsumerConfig.ISOLATION_LEVEL_CONFIG, isolationLevel);
             properties.put(ConsumerConfig.MAX_POLL_RECORDS_CONFIG,
                            config.get("max_poll_records").asText());
             JsonNode protocol = config.get("group_protocol");
@@ -750,6 +803,247 @@ public final class KchaosClient {
                 result.put("error", error.getClass().getSimpleName());
             }
             return result;
+        }
+    }
+
+    /**
+     * A transfer worker: a read_committed group member (without auto commit) and a
+     * transactional producer. A transfer polls once; when it read records, one transaction
+     * sends one output record per input record (value `input:attempt`, to the output
+     * partition of the input's key), sends the input offsets after them to the
+     * transaction with the consumer's group metadata (KIP-447), and commits, or aborts when
+     * asked or after an abortable error. After an abort the consumer seeks back to the
+     * first offset it read of each key, so the next transfer reads the records again.
+     * Type: ok (committed), fail (certainly not), info (fenced or another fatal error, or
+     * a commit or abort that timed out: unknown). Abandoned with a transaction whose end
+     * timed out, the worker keeps retrying that end for a while, as a zombie.
+     */
+    static final class Transfer implements Handler {
+        private static final long ZOMBIE_MS = 30_000;
+        private final Member member;
+        private final String outputTopic;
+        private final Map<Integer, JsonNode> outputKeys = new HashMap<>();
+        private final Map<Integer, Integer> outputPartitions = new HashMap<>();
+        private final long opTimeoutMs;
+        private final KafkaProducer<String, String> producer;
+        private String pending;
+
+        Transfer(JsonNode config) {
+            JsonNode memberConfig = config.get("member");
+            this.member = new Member(memberConfig, "read_committed");
+            this.outputTopic = config.get("output_topic").asText();
+            this.opTimeoutMs = (long) (memberConfig.get("op_timeout").asDouble() * 1000);
+            Map<String, Integer> partitionOfKey = new HashMap<>();
+            member.keys.forEach((partition, key) -> partitionOfKey.put(key.asText(), partition));
+            for (JsonNode entry : config.get("outputs")) {
+                int input = partitionOfKey.get(entry.get(0).asText());
+                outputKeys.put(input, entry.get(1));
+                outputPartitions.put(input, entry.get(2).asInt());
+            }
+            JsonNode settings = config.get("producer");
+            Properties properties = common(memberConfig);
+            int blockMs = (int) Math.max(1000, opTimeoutMs * 3 / 10);
+            properties.put(ProducerConfig.TRANSACTIONAL_ID_CONFIG,
+                           settings.get("transactional_id").asText());
+            properties.put(ProducerConfig.ENABLE_IDEMPOTENCE_CONFIG, "true");
+            properties.put(ProducerConfig.ACKS_CONFIG, "all");
+            properties.put(ProducerConfig.TRANSACTION_TIMEOUT_CONFIG,
+                           settings.get("transaction_timeout_ms").asText());
+            properties.put(ProducerConfig.LINGER_MS_CONFIG, settings.get("linger_ms").asText());
+            properties.put(ProducerConfig.REQUEST_TIMEOUT_MS_CONFIG, Integer.toString(blockMs));
+            properties.put(ProducerConfig.DELIVERY_TIMEOUT_MS_CONFIG,
+                           Integer.toString(blockMs + settings.get("linger_ms").asInt()));
+            properties.put(ProducerConfig.MAX_BLOCK_MS_CONFIG, Integer.toString(blockMs));
+            properties.put(ProducerConfig.RETRY_BACKOFF_MS_CONFIG, "100");
+            properties.put(ProducerConfig.KEY_SERIALIZER_CLASS_CONFIG, StringSerializer.class.getName());
+            properties.put(ProducerConfig.VALUE_SERIALIZER_CLASS_CONFIG, StringSerializer.class.getName());
+            this.producer = new KafkaProducer<>(properties);
+        }
+
+        @Override
+        public ArrayNode events() {
+            return member.events();
+        }
+
+        @Override
+        public JsonNode handle(String op, JsonNode request) {
+            switch (op) {
+                case "subscribe":
+                    member.consumer.subscribe(List.of(member.topic), member);
+                    initTransactions();
+                    return null;
+                case "transfer":
+                    return transfer(request.get("abort").asBoolean(), request.get("attempt").asLong());
+                case "close":
+                    member.consumer.close(Duration.ofMillis(opTimeoutMs));
+                    return null;
+                default:
+                    throw new IllegalArgumentException("unknown request " + op);
+            }
+        }
+
+        /** InitProducerId (fencing the id's earlier producers), again after timeouts (the
+         * transaction coordinator still loading, the id's last transaction still ending)
+         * while 80% of the op timeout lasts. */
+        private void initTransactions() {
+            long deadline = System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(opTimeoutMs * 8 / 10);
+            while (true) {
+                try {
+                    producer.initTransactions();
+                    return;
+                } catch (TimeoutException error) {
+                    if (System.nanoTime() > deadline) {
+                        throw error;
+                    }
+                }
+            }
+        }
+
+        private JsonNode transfer(boolean abort, long attempt) {
+            ConsumerRecords<String, String> records =
+                member.consumer.poll(Duration.ofMillis(member.pollTimeoutMs));
+            ObjectNode result = JSON.createObjectNode();
+            ArrayNode reads = JSON.createArrayNode();
+            ArrayNode outputs = JSON.createArrayNode();
+            ArrayNode offsets = JSON.createArrayNode();
+            result.set("reads", reads);
+            result.set("outputs", outputs);
+            result.set("offsets", offsets);
+            result.set("errors", JSON.createArrayNode());
+            Map<TopicPartition, OffsetAndMetadata> next = new HashMap<>();
+            Map<TopicPartition, Long> first = new HashMap<>();
+            for (JsonNode entry : reads(records)) {
+                int partition = entry.get(0).asInt();
+                JsonNode pairs = entry.get(1);
+                JsonNode key = member.keys.get(partition);
+                reads.add(pair(key, pairs));
+                long after = pairs.get(pairs.size() - 1).get(0).asLong() + 1;
+                offsets.add(pair(key, JSON.valueToTree(after)));
+                TopicPartition input = new TopicPartition(member.topic, partition);
+                next.put(input, new OffsetAndMetadata(after));
+                first.put(input, pairs.get(0).get(0).asLong());
+            }
+            if (records.isEmpty()) {
+                return Queue.ended(result, "ok", null);
+            }
+            try {
+                producer.beginTransaction();
+            } catch (RuntimeException error) {
+                return Queue.ended(result, "info", "begin_transaction: " + errorName(error));
+            }
+            List<Future<RecordMetadata>> sent = new ArrayList<>();
+            String type;
+            String why = null;
+            String step = "send";
+            try {
+                for (ConsumerRecord<String, String> record : records) {
+                    String value = record.value() + ":" + attempt;
+                    JsonNode outKey = outputKeys.get(record.partition());
+                    sent.add(producer.send(new ProducerRecord<>(
+                        outputTopic, outputPartitions.get(record.partition()), outKey.asText(), value)));
+                    outputs.add(pair(outKey, JSON.valueToTree(value)));
+                }
+                step = "send_offsets";
+                producer.sendOffsetsToTransaction(next, member.consumer.groupMetadata());
+                if (abort) {
+                    step = "abort";
+                    pending = "abort";
+                    producer.abortTransaction();
+                    pending = null;
+                    type = "fail";
+                    why = "aborted on purpose";
+                } else {
+                    step = "commit";
+                    pending = "commit";
+                    producer.commitTransaction();
+                    pending = null;
+                    type = "ok";
+                }
+            } catch (ProducerFencedException | OutOfOrderSequenceException
+                     | AuthorizationException | UnsupportedVersionException error) {
+                pending = null;
+                type = "info";
+                why = step + ": " + errorName(error);
+            } catch (TimeoutException error) {
+                pending = "commit".equals(step) ? "commit" : "abort";
+                type = "info";
+                why = step + ": " + errorName(error);
+            } catch (RuntimeException error) {
+                why = step + ": " + errorName(error);
+                try {
+                    pending = "abort";
+                    producer.abortTransaction();
+                    pending = null;
+                    type = "fail";
+                } catch (RuntimeException abortError) {
+                    type = "info";
+                    why = why + "; abort: " + errorName(abortError);
+                }
+            }
+            ArrayNode withOffsets = JSON.createArrayNode();
+            for (int i = 0; i < outputs.size(); i++) {
+                Long offset = null;
+                Future<RecordMetadata> future = sent.get(i);
+                if (future.isDone()) {
+                    try {
+                        offset = future.get().offset();
+                    } catch (InterruptedException | ExecutionException failed) {
+                        offset = null;
+                    }
+                }
+                ArrayNode output = JSON.createArrayNode();
+                output.add(outputs.get(i).get(0));
+                output.add(offset == null ? JSON.nullNode() : JSON.valueToTree(offset));
+                output.add(outputs.get(i).get(1));
+                withOffsets.add(output);
+            }
+            result.set("outputs", withOffsets);
+            if ("fail".equals(type) && !rewind(first)) {
+                type = "info";
+                why = why + "; the consumer could not seek back";
+            }
+            return Queue.ended(result, type, why);
+        }
+
+        /** Seek each partition read back to its first record read, if still assigned. */
+        private boolean rewind(Map<TopicPartition, Long> first) {
+            try {
+                Set<TopicPartition> assigned = member.consumer.assignment();
+                first.forEach((partition, offset) -> {
+                    if (assigned.contains(partition)) {
+                        member.consumer.seek(partition, offset);
+                    }
+                });
+                return true;
+            } catch (RuntimeException error) {
+                return false;
+            }
+        }
+
+        @Override
+        public void abandoned() {
+            if (pending == null) {
+                return;
+            }
+            long deadline = System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(ZOMBIE_MS);
+            String outcome = "out of time";
+            while (pending != null && System.nanoTime() < deadline) {
+                try {
+                    if ("commit".equals(pending)) {
+                        producer.commitTransaction();
+                    } else {
+                        producer.abortTransaction();
+                    }
+                    outcome = pending + " went through";
+                    pending = null;
+                } catch (TimeoutException error) {
+                    outcome = pending + " failed: " + errorName(error);
+                } catch (RuntimeException error) {
+                    outcome = pending + " failed: " + errorName(error);
+                    break;
+                }
+            }
+            System.err.println("abandoned with a transaction pending, as a zombie: " + outcome);
         }
     }
 }

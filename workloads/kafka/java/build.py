@@ -21,6 +21,7 @@ import sys
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 __all__ = ["CACHE", "JavaClientUnavailable", "JavaRuntime", "SOURCE", "compiled"]
 
@@ -30,10 +31,10 @@ LOG_CONFIG = HERE / "log4j.properties"
 CACHE = HERE.parents[2] / ".cache" / "java-clients"
 MAIN_CLASS = "KchaosClient"
 JAR = "kchaos-client.jar"
-MODES = ("queue", "member")
+MODES = ("queue", "member", "transfer")
 STAMP = ".stamp"
 # What a training run asks of each mode, against an address where no broker listens.
-TRAINING = {
+TRAINING: dict[str, list[dict[str, Any]]] = {
     "queue": [{"bootstrap_servers": ["127.0.0.1:1"], "topic": "t", "topics": {"t": 1},
                "replication_factor": 1, "acks": "all", "retries": 0, "idempotence": False,
                "linger_ms": 0, "op_timeout_ms": 500, "max_poll_records": 10,
@@ -46,6 +47,16 @@ TRAINING = {
                 "session_timeout_ms": 6000, "poll_timeout": 0.1, "max_poll_records": 10,
                 "op_timeout": 0.5, "group_protocol": "classic"},
                {"id": 1, "op": "subscribe"}, {"id": 2, "op": "poll"}, {"id": 3, "op": "close"}],
+    "transfer": [{"member": {"bootstrap_servers": ["127.0.0.1:1"], "topic": "t", "group": "g",
+                             "partition_keys": [[0, 0]], "commit": "in-transaction",
+                             "session_timeout_ms": 6000, "poll_timeout": 0.1,
+                             "max_poll_records": 10, "op_timeout": 0.5,
+                             "group_protocol": "classic"},
+                  "producer": {"transactional_id": "t", "transaction_timeout_ms": 10000,
+                               "linger_ms": 0},
+                  "output_topic": "o", "outputs": [[0, 1, 0]]},
+                 {"id": 1, "op": "transfer", "abort": False, "attempt": 0},
+                 {"id": 2, "op": "subscribe"}, {"id": 3, "op": "close"}],
 }
 # Small, quick JVMs: a run starts one or two per client process on shared cores.
 JVM_OPTIONS = ("-Xmx256m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-Xshare:auto")
@@ -65,7 +76,7 @@ class JavaRuntime:
     java: str = "java"
 
     def command(self, mode: str) -> list[str]:
-        """The child's command line: `mode` is "queue" or "member"."""
+        """The child's command line: `mode` is "queue", "member" or "transfer"."""
         archive = self.classes / f"{mode}.jsa"
         sharing = [f"-XX:SharedArchiveFile={archive}"] if archive.exists() else []
         return [self.java, *JVM_OPTIONS, *sharing, *self._classpath(), MAIN_CLASS, mode]

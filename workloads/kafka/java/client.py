@@ -91,22 +91,26 @@ class JavaClient(QueueClient):
 
     def __init__(self, options: ClientOptions, node: str | None = None,
                  children: ConsumerChildren | None = None,
-                 processes: ConsumerChildren | None = None) -> None:
+                 processes: ConsumerChildren | None = None, member_mode: str = "member"
+                 ) -> None:
         super().__init__(options, node, children if children is not None
                          else ConsumerChildren(spares=options.concurrency))
         if options.java is None:
             raise ValueError("the Java client is not compiled for this run: the harness "
                              "compiles it (workloads.kafka.java.build) before the run")
         self.runtime: JavaRuntime = options.java
-        self.member_main = self.runtime.command("member")
+        self.member_mode = member_mode
+        self.member_main = self.runtime.command(member_mode)
         self.processes = (processes if processes is not None
                           else ConsumerChildren(spares=1))
         self.process: ConsumerChild | None = None
+        self._record_keys = options.record_keys()
 
     # -- lifecycle -----------------------------------------------------------------------
 
     def _start(self, node: str | None) -> JavaClient:
-        client = JavaClient(self.options, node, self.children, self.processes)
+        client = JavaClient(self.options, node, self.children, self.processes,
+                            self.member_mode)
         client.process = self.processes.start(_ProcessConfig(self.options),
                                               self.runtime.command("queue"))
         return client
@@ -151,6 +155,14 @@ class JavaClient(QueueClient):
         except MemberError as error:
             raise RuntimeError(f"java client: {op}: {error}") from error
 
+    def transfer_worker(self, process: int) -> tuple[dict[str, Any], list[str]]:
+        """The transactional producer's settings and the `KchaosClient transfer` command."""
+        options = self.options
+        return ({"transactional_id": options.transactional_id_of(process),
+                 "transaction_timeout_ms": transaction_timeout_ms(options.op_timeout),
+                 "linger_ms": options.linger_ms},
+                self.runtime.command("transfer"))
+
     # -- ops -----------------------------------------------------------------------------
 
     def _send(self, op: Mapping[str, Any]) -> dict[str, Any]:
@@ -161,10 +173,10 @@ class JavaClient(QueueClient):
         return send_completion(op, deliveries(answer), retried=options.retries > 0)
 
     def _poll(self, op: Mapping[str, Any]) -> dict[str, Any]:
-        reads: dict[Any, list[list[int]]] = {}
-        for partition, pairs in self._request(
+        reads: dict[Any, list[list[Any]]] = {}
+        for topic, partition, pairs in self._request(
                 "poll", timeout_ms=int(self.options.poll_timeout * 1000)):
-            key = self._partition_keys[partition]
+            key = self._record_keys[(topic, partition)]
             reads[key] = pairs
             for offset, _ in pairs:
                 self.positions.read(key, offset)
@@ -187,8 +199,8 @@ class JavaClient(QueueClient):
             if asked[0] == "send":
                 value.append(["send", asked[1], [result.get("offset"), asked[2]]])
                 continue
-            reads = {self._partition_keys[partition]: pairs
-                     for partition, pairs in result["reads"]}
+            reads = {self._record_keys[(topic, partition)]: pairs
+                     for topic, partition, pairs in result["reads"]}
             for key, pairs in reads.items():
                 for offset, _ in pairs:
                     self.positions.read(key, offset)
@@ -199,15 +211,16 @@ class JavaClient(QueueClient):
 
     def _assign(self, keys: list[Any], seek_to_beginning: bool) -> None:
         starts = self.positions.assign(keys, seek_to_beginning)
-        self._request("assign", partitions=[[self.options.key_partitions[key], start]
-                                            for key, start in starts.items()])
+        options = self.options
+        self._request("assign", partitions=[[options.topic_of(key), options.key_partitions[key],
+                                             start] for key, start in starts.items()])
 
     def _end_offsets(self, keys: list[Any]) -> dict[Any, int]:
         partitions = {self.options.key_partitions[key]: key for key in keys}
         answer = self._request("end-offsets", partitions=list(partitions))
         return {partitions[partition]: end for partition, end in answer}
 
-    def _committed(self, group: str) -> dict[Any, int | None]:
+    def committed_offsets(self, group: str) -> dict[Any, int | None]:
         offsets: dict[Any, int | None] = dict.fromkeys(self.options.key_partitions)
         answer = self._request("committed", group=group,
                                partitions=list(self._partition_keys))
