@@ -117,6 +117,19 @@ def test_assign_mode_ops_are_unchanged():
 
 # -- generators --------------------------------------------------------------------------
 
+def test_a_committed_read_that_raises_fails_and_keeps_its_process():
+    from workloads.kafka.client import ClientOptions, QueueClient
+
+    class Unreachable(QueueClient):
+        def committed_offsets(self, group):
+            raise TimeoutError("no coordinator within 5 s")
+
+    client = Unreachable(ClientOptions(bootstrap_servers=("b:1",), key_partitions={0: 0}))
+    done = client.invoke(None, {"f": "committed", "process": 0, "value": {"group": "g0"}})
+    assert done["type"] == "fail" and done["value"] == {"group": "g0"}
+    assert "no coordinator" in done["error"]
+
+
 def test_every_process_subscribes_first_in_its_threads_group():
     options = QueueOptions(bootstrap_servers=("b",), sub_via="subscribe", groups=2,
                            concurrency=3, crash_weight=0.2, seed=4)

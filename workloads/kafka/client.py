@@ -12,7 +12,8 @@ Subscribe mode (`sub_via="subscribe"`): a `subscribe` op starts the process's co
 child in the op's group and `poll`, `commit` and `crash` go to it
 (`workloads.groups.member`); the child runs the adapter's `member_main` module (its
 library's group member). `committed` reads a group's offsets through a client of no
-group (the adapter's `committed_offsets`); `assign` (the final drain) opens an assign-mode
+group (the adapter's `committed_offsets`; a read that raises is `fail`: it changed
+nothing); `assign` (the final drain) opens an assign-mode
 consumer as in assign mode. Clients that stamp times of their own (the rebalance
 callbacks) get the history's clock from the worker (`use_clock`).
 """
@@ -201,10 +202,11 @@ class QueueClient:
     """What the Kafka adapters share: the unopened factory value (`Adapter(options)`; `open`
     returns a connected copy), the op dispatch, the read positions and, in subscribe mode,
     the process's group member. Subclasses name their `library`, connect in `open` and
-    implement `_send`, `_poll`, `_assign`, `committed_offsets` and `_end_offsets`. `children` is
-    the workload's registry of consumer child processes, shared by the factory value and
-    its copies; `member_main` the module whose `main` serves a consumer child of the
-    adapter's library (or the command line of one, for a client not in Python)."""
+    implement `_send`, `_poll`, `_assign`, `committed_offsets` and `_end_offsets`.
+    `children` is the workload's registry of consumer child processes, shared by the
+    factory value and its copies; `member_main` the module whose `main` serves a consumer
+    child of the adapter's library (or the command line of one, for a client not in
+    Python)."""
 
     library = ""
     member_main: str | Sequence[str] = ""
@@ -245,8 +247,13 @@ class QueueClient:
             return self.member.commit(op)
         if f == "committed":
             group = op["value"]["group"]
+            try:
+                found = self.committed_offsets(group)
+            except Exception as error:
+                return completed(op, "fail", op["value"],
+                                 error=f"{type(error).__name__}: {error}")
             return completed(op, "ok", {"group": group, "offsets": {
-                str(key): offset for key, offset in self.committed_offsets(group).items()}})
+                str(key): offset for key, offset in found.items()}})
         if f == "assign":
             self._assign(list(op["value"]), bool(op.get("seek_to_beginning")))
             return completed(op, "ok", op["value"])
