@@ -9,6 +9,7 @@ fault and what to do (`refusal`).
     Killable           kill -9, start, graceful stop of a service on a node
     Pausable           SIGSTOP / SIGCONT a service on a node
     PartitionableNetwork  per-node inbound firewall rules (drops and packet loss)
+    CutsClients        the address the run's clients reach the nodes from, to cut them off
     HasController      the node of the controller now
     HasLeaders         partition leaders, leader epochs and ISRs now (`Snapshot`)
     HasCoordinator     the node coordinating a consumer group or transactional id
@@ -32,6 +33,7 @@ from typing import Any, Protocol, TypeVar, runtime_checkable
 
 __all__ = [
     "NAMES",
+    "CutsClients",
     "HasController",
     "HasCoordinator",
     "HasDedicatedQuorum",
@@ -125,6 +127,15 @@ class PartitionableNetwork(Nodes, Protocol):
                  loss_from: Mapping[str, float] | None = None) -> None:
         """Replace `node`'s inbound rules: drop everything from `drop_from`, and packets
         from each node of `loss_from` with that probability; nothing given heals it."""
+
+
+@runtime_checkable
+class CutsClients(PartitionableNetwork, Protocol):
+    """A network on which the run's clients reach the nodes from one known address, so a
+    node's firewall can drop them while it keeps every other node."""
+
+    def clients_address(self) -> str:
+        """The source address of the clients' connections to the nodes."""
 
 
 @runtime_checkable
@@ -236,6 +247,7 @@ NAMES: dict[type, str] = {
     Killable: "killing and starting processes",
     Pausable: "pausing processes",
     PartitionableNetwork: "a network it can partition",
+    CutsClients: "the clients' address on the nodes' network",
     HasController: "a controller",
     HasLeaders: "partition leaders",
     HasCoordinator: "group and transaction coordinators",

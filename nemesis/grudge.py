@@ -1,8 +1,9 @@
 """Grudges: pure functions from nodes to "node -> the nodes it drops traffic from".
 
-Partitions are symmetric here: if a drops b, b drops a. The shapes are Jepsen's: `halves`
-(bisect), `isolate` (split one), `majorities_ring` (everyone sees a majority, no two the
-same one), `bridge` (two halves joined by one node that sees both). Node order is the
+Partitions are symmetric here, if a drops b, b drops a, except `one_way`. The shapes are
+Jepsen's: `halves` (bisect), `isolate` (split one), `majorities_ring` (everyone sees a
+majority, no two the same one), `bridge` (two halves joined by one node that sees
+both), `one_way` (one side drops the other, which still receives from it). Node order is the
 caller's choice (shuffle first for a random shape).
 """
 
@@ -21,6 +22,7 @@ __all__ = [
     "isolate",
     "majorities_ring",
     "merge",
+    "one_way",
     "reachable",
 ]
 
@@ -32,6 +34,11 @@ def complete(components: Iterable[Collection[str]]) -> Grudge:
     components = [frozenset(c) for c in components]
     everyone = frozenset().union(*components)
     return {node: everyone - component for component in components for node in component}
+
+
+def one_way(receivers: Collection[str], senders: Collection[str]) -> Grudge:
+    """`receivers` drop everything `senders` send; `senders` still receive from them."""
+    return {node: frozenset(senders) for node in receivers}
 
 
 def bisect(nodes: Sequence[str]) -> tuple[list[str], list[str]]:

@@ -39,6 +39,7 @@ from typing import Any
 
 from nemesis.base import BaseNemesis, Nemesis, completed
 from nemesis.capabilities import (
+    CutsClients,
     HasController,
     HasCoordinator,
     HasDedicatedQuorum,
@@ -175,20 +176,22 @@ class Fault:
 # has started, and most have ended, before the last tenth of the run.
 ROUND_SHARE = 0.9
 # Capabilities a db may well lack whichever faults it serves: `all` leaves out their faults.
-EXTRAS = frozenset({LosesUnflushed, VMControl})
+EXTRAS = frozenset({LosesUnflushed, VMControl, CutsClients})
 # Kafka's default broker.session.timeout.ms (seconds), and how much longer `fence-broker`
 # holds its cut than the session, so that the controller fences the broker.
 BROKER_SESSION_TIMEOUT = 9.0
 FENCE_MARGIN = 3.0
 
-_PARTITION = {"partition-one": "one", "partition-halves": "halves", "partition-ring": "ring",
+_PARTITION = {"partition-one": "one", "partition-halves": "halves",
+              "partition-one-way": "one-way", "partition-ring": "ring",
               "partition-bridge": "bridge", "isolate-controller": "controller",
               "isolate-zookeeper": "zookeeper", "leader-from-followers": "leader-from-followers",
-              "isolate-coordinator": "coordinator"}
+              "isolate-coordinator": "coordinator", "isolate-clients": "clients"}
 # What a partition shape needs beyond a network to cut.
 _SHAPE_NEEDS: dict[str, tuple[type, ...]] = {
     "controller": (HasController,), "zookeeper": (HasZooKeeper,),
-    "leader-from-followers": (HasLeaders,), "coordinator": (HasCoordinator,)}
+    "leader-from-followers": (HasLeaders,), "coordinator": (HasCoordinator,),
+    "clients": (CutsClients,)}
 _TARGETED = (PartitionableNetwork, Killable, HasLeaders)
 FAULTS: dict[str, Fault] = {
     **{name: Fault(_partition, "start-partition", (shape,), "stop-partition",

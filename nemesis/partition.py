@@ -6,13 +6,20 @@ with what was done: `start-partition` -> the grudge `{"n1": ["n3", "n4"], ...}` 
 nodes it drops), or "no-target"; `stop-partition` -> "network-healed".
 
 Shapes of `start-partition` (its value, or `{"shape": ..., "topic": t, "partition": p}`):
-`one` (isolate a random node), `halves`, `ring` (majorities ring), `bridge` (over all nodes,
-shuffled), `controller` (isolate the controller now), `zookeeper` (the ensemble from the
-brokers), `leader-from-followers` (a partition's leader from its other replicas; it keeps
-ZooKeeper: the 2013 Kafka scenario), `leader` (a partition's leader, of a topic not named
-`__*` unless given, from every node, ZooKeeper included), `coordinator` (isolate the
-broker coordinating one of the run's consumer groups; the value names the group:
-`{"group": g, "n2": [...], ...}`; a logged no-op without groups).
+`one` (isolate a random node), `halves`, `one-way` (halves, shuffled, where the smaller
+drops what the larger sends and the larger still receives from the smaller, Jepsen's one-way
+partition: connections the dropping side opens never complete, those already open deliver
+its data until their retransmissions give up), `ring` (majorities ring), `bridge` (over all
+nodes, shuffled), `controller` (isolate the controller now), `zookeeper` (the ensemble from
+the brokers), `leader-from-followers` (a partition's leader from its other replicas; it
+keeps ZooKeeper: the 2013 Kafka scenario), `leader` (a partition's leader, of a topic not
+named `__*` unless given, from every node, ZooKeeper included), `coordinator` (isolate the
+broker coordinating one of the run's consumer groups; the value names the group: `{"group":
+g, "n2": [...], ...}`; a logged no-op without groups), `clients` (a broker, a workload
+partition's leader when one is known, drops the run's clients while every other node still
+reaches it, so the controller keeps it leader: `{"broker": ..., "leads": bool, "drops":
+"clients", "clients": address}`; it needs a backend whose clients reach the nodes from one
+known address).
 
 On a KRaft cluster: `quorum` (the metadata quorum's voters split into a majority and a
 minority, the active controller on the minority side and on the majority side in turn;
@@ -33,6 +40,7 @@ from typing import Any
 from nemesis import grudge as grudges
 from nemesis.base import BaseNemesis, completed, no_target, skipped
 from nemesis.capabilities import (
+    CutsClients,
     HasController,
     HasCoordinator,
     HasDedicatedQuorum,
@@ -47,8 +55,8 @@ from nemesis.targets import coordinator_target, leader_and_followers
 
 __all__ = ["SHAPES", "Firewall", "PacketLossNemesis", "PartitionNemesis"]
 
-SHAPES = ("one", "halves", "ring", "bridge", "controller", "zookeeper", "leader-from-followers",
-          "leader", "coordinator", "quorum", "fence-broker")
+SHAPES = ("one", "halves", "one-way", "ring", "bridge", "controller", "zookeeper",
+          "leader-from-followers", "leader", "coordinator", "quorum", "fence-broker", "clients")
 
 
 class Firewall:
@@ -121,6 +129,8 @@ class PartitionNemesis(BaseNemesis):
             return self._split_quorum(cluster, op)
         if op.get("value") == "fence-broker":
             return self._fence_broker(cluster, op)
+        if op.get("value") == "clients":
+            return self._isolate_from_clients(cluster, op)
         grudge = self.grudge(cluster, op.get("value") or "one")
         if not any(grudge.values()):
             return no_target(op)
@@ -174,6 +184,17 @@ class PartitionNemesis(BaseNemesis):
         return completed(op, {"broker": broker, "leads": found is not None,
                               **grudges.describe(grudge)})
 
+    def _isolate_from_clients(self, cluster: PartitionableNetwork, op: dict) -> dict:
+        """A broker, a workload partition's leader when one is known, drops the clients;
+        the other brokers, the controller and the metadata store still reach it."""
+        clients = require(cluster, CutsClients).clients_address()
+        found = (leader_and_followers(cluster, self.rng, internal=False)
+                 if isinstance(cluster, HasLeaders) else None)
+        broker = found[1] if found else self.rng.choice(list(cluster.brokers))
+        self.firewall.set(cluster, "partition", {broker: frozenset({clients})})
+        return completed(op, {"broker": broker, "leads": found is not None,
+                              "drops": "clients", "clients": clients})
+
     def grudge(self, cluster: PartitionableNetwork,
                spec: str | Mapping[str, Any]) -> grudges.Grudge:
         """The grudge a shape resolves to on the live cluster; empty when there is no target."""
@@ -184,6 +205,8 @@ class PartitionNemesis(BaseNemesis):
             return grudges.isolate(self.rng.choice(nodes), nodes)
         if shape == "halves":
             return grudges.halves(shuffled)
+        if shape == "one-way":
+            return grudges.one_way(*grudges.bisect(shuffled))
         if shape == "ring":
             return grudges.majorities_ring(shuffled)
         if shape == "bridge":

@@ -26,11 +26,13 @@ from harness.control.local import NETWORK_FILE, LocalRemote, destroy_run, run_pr
 from harness.control.remote import Remote
 from harness.control.runstate import read_record
 
-__all__ = ["BACKENDS", "MACHINE_BACKENDS", "RECORD_FILES", "BackendOptions", "attach", "destroy",
-           "provision", "runs"]
+__all__ = ["BACKENDS", "BRIDGED_BACKENDS", "MACHINE_BACKENDS", "RECORD_FILES", "BackendOptions",
+           "attach", "destroy", "provision", "runs"]
 
 BACKENDS = ("local", "ssh", "vagrant", "docker")
 MACHINE_BACKENDS = ("vagrant",)  # nodes that are whole machines (`harness.control.vagrant`)
+# Nodes on a bridge of this host, which the clients reach from the bridge's own address.
+BRIDGED_BACKENDS = ("local", "docker")
 SSH_STATE, DOCKER_STATE = "remote.json", "docker.json"
 RECORD_FILES = (NETWORK_FILE, SSH_STATE, DOCKER_STATE)  # one per backend kind
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ipaddress
 from collections.abc import Callable, Mapping, Sequence
 
 __all__ = ["firewall_rules"]
@@ -15,7 +16,10 @@ def firewall_rules(table: str, drop_from: Sequence[str], loss_from: Mapping[str,
     for source, probability in loss_from.items():
         if not 0.0 <= probability <= 1.0:
             raise ValueError(f"loss probability for {source} must be in [0, 1]")
-    resolve = address or (lambda source: source)
+
+    def resolve(source: str) -> str:
+        return source if address is None or _is_address(source) else address(source)
+
     chain = f"inet {table} input"
     dropped = set(drop_from) | {s for s, p in loss_from.items() if p >= 1.0}
     lines = [f"flush chain {chain}"]
@@ -27,3 +31,11 @@ def firewall_rules(table: str, drop_from: Sequence[str], loss_from: Mapping[str,
             lines.append(f"add rule {chain} ip saddr {resolve(source)} "
                          f"numgen random mod 10000 < {round(probability * 10000)} drop")
     return "\n".join(lines) + "\n"
+
+
+def _is_address(source: str) -> bool:
+    try:
+        ipaddress.ip_address(source)
+    except ValueError:
+        return False
+    return True

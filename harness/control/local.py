@@ -229,6 +229,10 @@ class LocalRemote:
         self.network.address(node)
         _copy(Path(remote), Path(local))
 
+    def clients_address(self) -> str:
+        """The bridge's address on this host: the source of the clients' connections."""
+        return self.network.gateway
+
     def firewall(self, node: str, drop_from: Sequence[str] = (),
                  loss_from: Mapping[str, float] | None = None) -> None:
         script = firewall_rules(self.network.table, drop_from, dict(loss_from or {}),

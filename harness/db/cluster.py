@@ -342,6 +342,14 @@ class Cluster:
                  loss_from: Mapping[str, float] | None = None) -> None:
         self.remote.firewall(node, drop_from, loss_from)
 
+    def clients_address(self) -> str:
+        """The address the clients reach the nodes from (a backend whose nodes sit on a
+        bridge of this host; others have none, and `ClusterDB.offer` says so)."""
+        address = getattr(self.remote, "clients_address", None)
+        if address is None:
+            raise TypeError(f"{type(self.remote).__name__} knows no clients' address")
+        return address()
+
     def snapshot(self) -> Snapshot | None:
         """Controller, live brokers and partition states now (`metadata_view`); None when
         nothing answers."""

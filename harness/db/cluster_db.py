@@ -9,11 +9,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from harness.control.backends import MACHINE_BACKENDS
+from harness.control.backends import BRIDGED_BACKENDS, MACHINE_BACKENDS
 from harness.db.brokers import BrokerLauncher
 from harness.db.cluster import Cluster, ClusterSpec
 from harness.db.part import DBContext
 from nemesis.capabilities import (
+    CutsClients,
     HasController,
     HasCoordinator,
     HasDedicatedQuorum,
@@ -117,6 +118,12 @@ class ClusterDB:
         else:
             why_not[VMControl] = (f"--db {self.name} on --backend {backend} has none: use "
                                   f"--backend {' or '.join(MACHINE_BACKENDS)}")
+        if backend in BRIDGED_BACKENDS:
+            has |= {CutsClients}
+        else:
+            why_not[CutsClients] = (
+                f"on --backend {backend} the clients reach the nodes from addresses kchaos "
+                f"does not know: use --backend {' or '.join(BRIDGED_BACKENDS)}")
         return Offer(f"--db {self.name}", frozenset(has), why_not)
 
     def describe(self) -> dict[str, Any]:

@@ -20,6 +20,7 @@ from harness.test import build_test
 from nemesis.base import NO_TARGET, BaseNemesis, completed, no_target, skipped
 from nemesis.capabilities import (
     NAMES,
+    CutsClients,
     HasController,
     HasZooKeeper,
     LosesUnflushed,
@@ -125,6 +126,22 @@ def test_kchaos_run_refuses_a_fault_the_db_cannot_serve_before_anything_starts(
         "kchaos run: --nemesis crash-vm needs VM control; --db kchaos on --backend local "
         "has none: use --backend vagrant")
     assert not state.exists() and not store.exists(), "nothing was provisioned or stored"
+
+
+def test_isolate_clients_runs_where_the_clients_address_is_known_and_is_refused_elsewhere():
+    local = build_kchaos(KchaosOptions(), DBContext(3, BackendOptions())).offer()
+    assert CutsClients in local.has
+    assert not [name for name in dir(CutsClients) if not name.startswith("_")
+                and not hasattr(Cluster, name)]
+    ssh = build_kchaos(KchaosOptions(), DBContext(3, BackendOptions(
+        backend="ssh", inventory="/nonexistent.toml"))).offer()
+    assert CutsClients not in ssh.has
+    assert refusal("isolate-clients", FAULTS["isolate-clients"].needs, ssh) == (
+        "--nemesis isolate-clients needs the clients' address on the nodes' network; on "
+        "--backend ssh the clients reach the nodes from addresses kchaos does not know: use "
+        "--backend local or docker")
+    assert "isolate-clients" in GROUPS["partition"] and "isolate-clients" not in GROUPS["all"]
+    assert "partition-one-way" in GROUPS["all"]
 
 
 def test_the_all_group_runs_on_every_backend():

@@ -5,6 +5,7 @@ read from a fake ZooKeeper (the real one is exercised in test_cluster_*). Needs 
 from __future__ import annotations
 
 import random
+import socket
 
 import pytest
 
@@ -36,6 +37,9 @@ class ListenerCluster(FakeCluster):
         self.session_timeout = self.replica_lag_time = 1.0
         self.zk = FakeZk()
 
+    def clients_address(self) -> str:
+        return self.remote.clients_address()
+
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory):
@@ -53,7 +57,7 @@ def expected(cluster, grudge):
             if a != b}
 
 
-@pytest.mark.parametrize("shape", ["one", "halves", "ring", "bridge", "controller",
+@pytest.mark.parametrize("shape", ["one", "halves", "one-way", "ring", "bridge", "controller",
                                    "zookeeper", "leader-from-followers"])
 def test_partition_shape_matches_tcp_reachability_and_heals(cluster, shape):
     partitioner = PartitionNemesis(Firewall(), random.Random(shape))
@@ -70,9 +74,36 @@ def test_partition_shape_matches_tcp_reachability_and_heals(cluster, shape):
         assert set(grudge["z1"]) == set(BROKERS)
     if shape == "leader-from-followers":
         assert done["value"] == {"n1": ["n4"], "n4": ["n1", "n5"], "n5": ["n4"]}
+    if shape == "one-way":
+        receivers = set(grudge)
+        assert len(receivers) == len(cluster.nodes) // 2
+        assert all(dropped == set(cluster.nodes) - receivers for dropped in grudge.values())
     healed = partitioner.invoke(cluster, {"f": "stop-partition"})
     assert healed["value"] == "network-healed"
     assert all(reachability(cluster.remote).values())
+
+
+def reaches_from_here(remote: LocalRemote, node: str) -> bool:
+    try:
+        socket.create_connection((remote.address(node), 7000), 0.5).close()
+    except OSError:
+        return False
+    return True
+
+
+def test_isolate_clients_cuts_the_leader_from_this_host_only(cluster):
+    partitioner = PartitionNemesis(Firewall(), random.Random(3))
+    done = partitioner.invoke(cluster, {"type": "info", "process": "nemesis",
+                                        "f": "start-partition", "value": "clients"})
+    value = done["value"]
+    assert value["leads"] is True and value["broker"] in BROKERS
+    assert value["clients"] == cluster.remote.network.gateway
+    cut = value["broker"]
+    assert not reaches_from_here(cluster.remote, cut)
+    assert all(reaches_from_here(cluster.remote, node) for node in cluster.nodes if node != cut)
+    assert all(reachability(cluster.remote).values()), "the nodes still reach each other"
+    partitioner.invoke(cluster, {"f": "stop-partition"})
+    assert reaches_from_here(cluster.remote, cut)
 
 
 def test_total_packet_loss_and_heal(cluster):

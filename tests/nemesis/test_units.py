@@ -39,6 +39,22 @@ def test_halves_cut_everything_across_and_nothing_within():
                                   "n3": ["n1", "n2"], "n4": ["n1", "n2"], "n5": ["n1", "n2"]}
 
 
+def test_one_way_drops_one_direction_only():
+    grudge = g.one_way(["n1", "n2"], ["n3"])
+    assert g.describe(grudge) == {"n1": ["n3"], "n2": ["n3"]}
+    assert "n1" not in grudge.get("n3", ())
+    assert not g.reachable(grudge, "n3", "n1") and not g.reachable(grudge, "n1", "n3"), (
+        "TCP needs both directions")
+    assert g.reachable(grudge, "n1", "n2")
+
+
+def test_firewall_rules_take_addresses_as_they_are_and_resolve_node_names():
+    from harness.control.firewall import firewall_rules
+
+    script = firewall_rules("t", ["n2", "10.9.8.1"], {}, {"n2": "10.9.8.12"}.__getitem__)
+    assert "ip saddr { 10.9.8.1, 10.9.8.12 } drop" in script
+
+
 def test_isolate_and_between():
     assert g.describe(g.isolate("n3", NODES))["n3"] == ["n1", "n2", "n4", "n5"]
     cut = g.between(["n1"], ["n2", "n3"])
@@ -74,7 +90,8 @@ def test_merge_is_a_union():
 def test_expand_names_and_groups():
     assert expand("partition-one,kill") == ["partition-one", "kill"]
     assert expand("partition") == list(GROUPS["partition"])
-    assert set(expand("all")) == set(FAULTS) - {"crash-lose-unflushed", "crash-vm", "pause-vm"}
+    assert set(expand("all")) == set(FAULTS) - {"crash-lose-unflushed", "crash-vm", "pause-vm",
+                                                "isolate-clients"}
     assert expand("none") == []
     with pytest.raises(ValueError, match="unknown nemesis 'nope'"):
         expand("kill,nope")
@@ -87,7 +104,7 @@ def test_expand_names_and_groups():
                    "shrink-isr-isolate-leader", "kill-new-leader", "strand-follower",
                    "depose-coordinator", "crash-lose-unflushed", "crash-vm", "pause-vm",
                    "stall-producer", "partition-quorum", "fence-broker",
-                   "kill-quorum-majority"}
+                   "kill-quorum-majority", "partition-one-way", "isolate-clients"}
     assert set(FAULTS) == issue_names
 
 

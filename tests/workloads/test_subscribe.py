@@ -158,7 +158,8 @@ def test_subscribe_workload_history_is_valid(cluster, tmp_path, client, commit, 
     assert time.monotonic() - started < 90
 
 
-@pytest.mark.parametrize("client", ["confluent", "kafka-python",
+@pytest.mark.parametrize("client", ["confluent",
+                                    pytest.param("kafka-python", marks=pytest.mark.clients),
                                     pytest.param("java", marks=pytest.mark.clients)])
 def test_every_client_keeps_polling_once_the_topic_grows(cluster, tmp_path, client):
     """`add-partitions` gives the group partitions that map to no key. Found by the clients
