@@ -168,6 +168,7 @@ SPEC: dict[str, tuple[str, Callable[[str], Any], Any]] = {
     "log.flush.interval.messages": ("log_flush_interval_messages", _int(1), None),
     "log.flush.interval.ms": ("log_flush_interval_ms", _int(1), None),
     "log.flush.scheduler.interval.ms": ("log_flush_scheduler_interval_ms", _int(1), None),
+    "log.retention.check.interval.ms": ("log_retention_check_interval_ms", _int(1), 300000),
     "log.flush.offset.checkpoint.interval.ms": (
         "log_flush_offset_checkpoint_interval_ms",
         _int(1),
@@ -262,6 +263,7 @@ class BrokerConfig:
     log_flush_interval_ms: int | None = None
     log_flush_scheduler_interval_ms: int | None = None
     log_flush_offset_checkpoint_interval_ms: int = 60000
+    log_retention_check_interval_ms: int = 300000
     log_cleaner_enable: bool = True
     log_cleaner_backoff_ms: int = 15000
     log_cleaner_delete_retention_ms: int = 86400000

@@ -189,6 +189,7 @@ class BrokerNode:
                 truncation_mode=config.replication_truncation_mode,
                 hw_checkpoint_interval_ms=config.hw_checkpoint_interval_ms,
                 log_flush_scheduler_interval_ms=config.log_flush_scheduler_interval_ms,
+                retention_check_interval_ms=config.log_retention_check_interval_ms,
                 log_flush_offset_checkpoint_interval_ms=(
                     config.log_flush_offset_checkpoint_interval_ms),
                 log_cleaner_enable=config.log_cleaner_enable,

@@ -28,19 +28,22 @@ from typing import Any
 from checker.core import Composed
 from checker.registry import FAULTS_CHECKER, checker_names, composed
 from harness.config import ConfigError, TestConfig
+from harness.control.backends import BackendOptions
 from harness.db.kafka.broker import kafka_release
 from harness.db.kafka.distribution import ZOOKEEPER_VERSION, KafkaUnavailable
 from harness.db.kafka.distribution import fetch as fetch_kafka
 from harness.db.part import DB, DBContext
 from harness.db.registry import DBS
 from harness.scenarios import SCENARIOS
-from nemesis.capabilities import Offer
+from nemesis.capabilities import ClockControl, Offer
 from nemesis.consumers import DEFAULT_SESSION_TIMEOUT
 from nemesis.package import (
     BROKER_SESSION_TIMEOUT,
+    FAULTS,
     Package,
     Schedule,
     check_applicable,
+    expand,
     package,
 )
 from workloads.core.part import Workload, WorkloadContext, WorkloadKind
@@ -106,7 +109,8 @@ def build_test(config: TestConfig) -> Test:
     seed = run.seed if run.seed is not None else random.SystemRandom().randrange(1 << 31)
     kind = WORKLOADS[run.workload]
     try:
-        db = DBS[run.db].build(_with_group_protocol(config), DBContext(run.nodes, config.backend))
+        db = DBS[run.db].build(_with_group_protocol(config),
+                               DBContext(run.nodes, _with_clocks(config)))
         _check_group_protocol(config.workload, db)
         workload_options = _with_java_client(config.workload, db)
         checker = composed(checker_names(run.checker) if run.checker
@@ -124,6 +128,18 @@ def build_test(config: TestConfig) -> Test:
         spark_master=run.spark_master, scenario=run.scenario,
         config=_as_run(config.to_json(), seed, nemesis if run.scenario else None),
         check=not run.no_check)
+
+
+def _with_clocks(config: TestConfig) -> BackendOptions:
+    """The backend's options, with movable node clocks when a fault asked for moves them
+    (the clock library stays out of the node processes otherwise)."""
+    try:
+        names = expand(config.nemesis.nemesis)
+    except ValueError:
+        return config.backend
+    if any(ClockControl in FAULTS[name].needs for name in names):
+        return replace(config.backend, offset_clocks=True)
+    return config.backend
 
 
 def _consumer_protocol(options: Any) -> bool:

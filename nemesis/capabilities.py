@@ -10,6 +10,7 @@ fault and what to do (`refusal`).
     Pausable           SIGSTOP / SIGCONT a service on a node
     PartitionableNetwork  per-node inbound firewall rules (drops and packet loss)
     CutsClients        the address the run's clients reach the nodes from, to cut them off
+    ClockControl       each node's wall clock, moved by an offset
     HasController      the node of the controller now
     HasLeaders         partition leaders, leader epochs and ISRs now (`Snapshot`)
     HasCoordinator     the node coordinating a consumer group or transactional id
@@ -33,6 +34,7 @@ from typing import Any, Protocol, TypeVar, runtime_checkable
 
 __all__ = [
     "NAMES",
+    "ClockControl",
     "CutsClients",
     "HasController",
     "HasCoordinator",
@@ -136,6 +138,18 @@ class CutsClients(PartitionableNetwork, Protocol):
 
     def clients_address(self) -> str:
         """The source address of the clients' connections to the nodes."""
+
+
+@runtime_checkable
+class ClockControl(Nodes, Protocol):
+    """Nodes whose processes read a wall clock the harness moves (the monotonic clock,
+    which timeouts use, stays as it is)."""
+
+    def set_clock_offset(self, node: str, milliseconds: int) -> None:
+        """Set `node`'s wall clock to the real one plus `milliseconds` (0: the real one)."""
+
+    def clock_offset(self, node: str) -> int:
+        """The offset `node`'s wall clock runs at now, in milliseconds."""
 
 
 @runtime_checkable
@@ -248,6 +262,7 @@ NAMES: dict[type, str] = {
     Pausable: "pausing processes",
     PartitionableNetwork: "a network it can partition",
     CutsClients: "the clients' address on the nodes' network",
+    ClockControl: "node clocks it can move",
     HasController: "a controller",
     HasLeaders: "partition leaders",
     HasCoordinator: "group and transaction coordinators",

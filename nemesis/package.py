@@ -39,6 +39,7 @@ from typing import Any
 
 from nemesis.base import BaseNemesis, Nemesis, completed
 from nemesis.capabilities import (
+    ClockControl,
     CutsClients,
     HasController,
     HasCoordinator,
@@ -58,6 +59,7 @@ from nemesis.capabilities import (
     refusal,
     zookeepers,
 )
+from nemesis.clock import ClockNemesis
 from nemesis.consumers import (
     DEFAULT_SESSION_TIMEOUT,
     PAUSE_MARGIN,
@@ -159,6 +161,10 @@ def _vm(firewall: Firewall, rng: random.Random, consumers: Consumers) -> Nemesis
     return VMNemesis(rng)
 
 
+def _clock(firewall: Firewall, rng: random.Random, consumers: Consumers) -> Nemesis:
+    return ClockNemesis(rng)
+
+
 @dataclass(frozen=True)
 class Fault:
     """A named fault: the nemesis that does it (`kind` builds it; faults of one kind share
@@ -176,7 +182,7 @@ class Fault:
 # has started, and most have ended, before the last tenth of the run.
 ROUND_SHARE = 0.9
 # Capabilities a db may well lack whichever faults it serves: `all` leaves out their faults.
-EXTRAS = frozenset({LosesUnflushed, VMControl, CutsClients})
+EXTRAS = frozenset({LosesUnflushed, VMControl, CutsClients, ClockControl})
 # Kafka's default broker.session.timeout.ms (seconds), and how much longer `fence-broker`
 # holds its cut than the session, so that the controller fences the broker.
 BROKER_SESSION_TIMEOUT = 9.0
@@ -242,6 +248,12 @@ FAULTS: dict[str, Fault] = {
                       (VMControl, Killable)),
     "pause-vm": Fault(_vm, "pause-vm", ("one", "broker", "zookeeper"), "resume-vm",
                       (VMControl,)),
+    "clock-bump": Fault(_clock, "clock-bump",
+                        ({"seconds": 600}, {"seconds": -600}, {"seconds": 7200}),
+                        "clock-reset", (ClockControl,)),
+    "clock-strobe": Fault(_clock, "clock-strobe",
+                          ({"seconds": 30, "period_ms": 200, "duration": 3.0},),
+                          "clock-reset", (ClockControl,)),
 }
 GROUPS: dict[str, tuple[str, ...]] = {
     "partition": tuple(_PARTITION),
@@ -304,6 +316,9 @@ class HealNemesis(BaseNemesis):
     def invoke(self, cluster: Nodes, op: dict) -> dict:
         if isinstance(cluster, PartitionableNetwork):
             self.firewall.heal(cluster)
+        if isinstance(cluster, ClockControl):
+            for node in cluster.nodes:
+                cluster.set_clock_offset(node, 0)
         started = []
         for service, nodes in (("zookeeper", zookeepers(cluster)),
                                ("controller", dedicated_controllers(cluster)),

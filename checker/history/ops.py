@@ -68,6 +68,8 @@ FAULT_STOPS: dict[str, str] = {
     "start-pause-consumers": "stop-pause-consumers",
     "crash-vm": "start-vm",
     "pause-vm": "resume-vm",
+    "clock-bump": "clock-reset",
+    "clock-strobe": "clock-reset",
 }
 HEAL = "heal"
 # What a nemesis completion's value says when its op did nothing (see `fault_took_effect`).

@@ -59,6 +59,7 @@ class BackendOptions:
         "metavar": "URL"})
     docker_image: str | None = field(default=None, metadata={
         "help": "docker: a node image to reuse instead of building one", "metavar": "IMAGE"})
+    offset_clocks: bool = False  # node processes with movable clocks: set by the harness
 
     def __post_init__(self) -> None:
         if self.backend not in BACKENDS:
@@ -78,7 +79,7 @@ class BackendOptions:
             return {"vagrant_dir": str(Path(self.vagrant_dir or "").resolve()), **ssh}
         if self.backend == "docker":
             return {"base_url": self.docker_host, "image": self.docker_image}
-        return {}
+        return {"offset_clocks": True} if self.offset_clocks else {}
 
     def inventory_hosts(self) -> Any:
         """The ssh or vagrant inventory (None for local and docker)."""

@@ -38,6 +38,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.control import ProvisionError, Remote, backends
+from harness.control.clocks import ClockedRemote
 from harness.control.runstate import default_state_root, write_json
 from harness.control.vagrant import MachineControl
 from harness.db.brokers import (
@@ -178,6 +179,8 @@ class Cluster:
         remote = remote or backends.provision(
             spec.backend, spec.options, spec.nodes,
             lambda inventory: sum(_inventory_roles(spec, inventory), ()), state_root)
+        if spec.backend == "local" and spec.options.get("offset_clocks"):
+            remote = ClockedRemote(remote)
         prefix = remote.state_dir.name
         workdir = f"{spec.base_dir}/{prefix}"
         log.info("cluster %s: nodes provisioned, work directory %s", prefix, workdir)
@@ -341,6 +344,17 @@ class Cluster:
     def firewall(self, node: str, drop_from: Sequence[str] = (),
                  loss_from: Mapping[str, float] | None = None) -> None:
         self.remote.firewall(node, drop_from, loss_from)
+
+    def set_clock_offset(self, node: str, milliseconds: int) -> None:
+        """Move `node`'s wall clock (a cluster on real clocks takes 0 only)."""
+        if isinstance(self.remote, ClockedRemote):
+            self.remote.set_offset(node, milliseconds)
+        elif milliseconds:
+            raise TypeError("this cluster's processes run on the real clock: clock faults "
+                            "need the clock library (--backend local, turned on when asked)")
+
+    def clock_offset(self, node: str) -> int:
+        return self.remote.offset(node) if isinstance(self.remote, ClockedRemote) else 0
 
     def clients_address(self) -> str:
         """The address the clients reach the nodes from (a backend whose nodes sit on a

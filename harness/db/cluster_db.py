@@ -14,6 +14,7 @@ from harness.db.brokers import BrokerLauncher
 from harness.db.cluster import Cluster, ClusterSpec
 from harness.db.part import DBContext
 from nemesis.capabilities import (
+    ClockControl,
     CutsClients,
     HasController,
     HasCoordinator,
@@ -118,6 +119,16 @@ class ClusterDB:
         else:
             why_not[VMControl] = (f"--db {self.name} on --backend {backend} has none: use "
                                   f"--backend {' or '.join(MACHINE_BACKENDS)}")
+        if backend == "local" and self.spec.options.get("offset_clocks"):
+            has |= {ClockControl}
+        elif backend == "local":
+            why_not[ClockControl] = (f"--db {self.name} was started with real clocks (the "
+                                     "harness turns the clock library on when a clock "
+                                     "fault is asked)")
+        else:
+            why_not[ClockControl] = (f"--db {self.name} on --backend {backend} has none: its "
+                                     "node processes start with kchaos's clock library only "
+                                     "on --backend local")
         if backend in BRIDGED_BACKENDS:
             has |= {CutsClients}
         else:
