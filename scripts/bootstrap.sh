@@ -10,9 +10,11 @@ cd "$(dirname "$0")/.."
 # libvirt-clients, dnsmasq-base and qemu-system-x86 (libvirtd answers no client until it
 # finds an emulator): the libvirt-in-a-namespace smoke test
 # (tests/harness/test_libvirt_namespace.py); `make vagrant-bootstrap` adds Vagrant's.
+# gcc and libc6-dev: the clock library of the clock faults (harness/control/offset_clock.c).
 debian_packages=(python3 python3-venv make git maven zookeeper iptables nftables openssh-server iproute2
                  chromium sudo vagrant docker.io debootstrap busybox-static kcat
-                 libvirt-daemon-system libvirt-clients dnsmasq-base qemu-system-x86)
+                 libvirt-daemon-system libvirt-clients dnsmasq-base qemu-system-x86
+                 gcc libc6-dev)
 missing=()
 for pkg in "${debian_packages[@]}"; do
     dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || missing+=("$pkg")
@@ -59,6 +61,9 @@ done
 # against each cached Kafka's jars only when its source changed (a sha256 stamp per version).
 .venv/bin/python -m workloads.kafka.java.build 3.9.1 .cache/kafka/3.9.1/libs \
     4.1.1 .cache/kafka/4.1.1/libs 4.2.0 .cache/kafka/4.2.0/libs >/dev/null
+
+# The clock library the clock faults preload into node processes, compiled once per source.
+.venv/bin/python -m harness.control.clocks >/dev/null
 
 # The Java clients of the tests (tests/support/group_clients/GroupConsumer.java and
 # tests/support/txn_clients/TxnDriver.java), compiled against the cached kafka-clients only

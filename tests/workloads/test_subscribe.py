@@ -125,7 +125,7 @@ def assert_group_shape(ops, workload: Workload, groups: int) -> None:
 
 @pytest.mark.parametrize(("client", "commit", "groups"), [
     ("confluent", "after-process", 2),
-    ("confluent", "before-process", 1),
+    pytest.param("confluent", "before-process", 1, marks=pytest.mark.clients),
     ("confluent", "auto", 1),
     pytest.param("kafka-python", "after-process", 1, marks=pytest.mark.clients),
 ])

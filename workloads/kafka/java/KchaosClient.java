@@ -152,6 +152,28 @@ public final class KchaosClient {
         return properties;
     }
 
+    /** A transactional producer's properties: idempotent, acks=all, each request, delivery
+     * and blocking call bounded by `timeoutMs` (plus the linger for a delivery). */
+    static Properties transactionalProperties(JsonNode config, String id,
+                                              int transactionTimeoutMs, int timeoutMs,
+                                              int lingerMs) {
+        Properties properties = common(config);
+        properties.put(ProducerConfig.TRANSACTIONAL_ID_CONFIG, id);
+        properties.put(ProducerConfig.ENABLE_IDEMPOTENCE_CONFIG, "true");
+        properties.put(ProducerConfig.ACKS_CONFIG, "all");
+        properties.put(ProducerConfig.TRANSACTION_TIMEOUT_CONFIG,
+                       Integer.toString(transactionTimeoutMs));
+        properties.put(ProducerConfig.LINGER_MS_CONFIG, Integer.toString(lingerMs));
+        properties.put(ProducerConfig.REQUEST_TIMEOUT_MS_CONFIG, Integer.toString(timeoutMs));
+        properties.put(ProducerConfig.DELIVERY_TIMEOUT_MS_CONFIG,
+                       Integer.toString(timeoutMs + lingerMs));
+        properties.put(ProducerConfig.MAX_BLOCK_MS_CONFIG, Integer.toString(timeoutMs));
+        properties.put(ProducerConfig.RETRY_BACKOFF_MS_CONFIG, "100");
+        properties.put(ProducerConfig.KEY_SERIALIZER_CLASS_CONFIG, StringSerializer.class.getName());
+        properties.put(ProducerConfig.VALUE_SERIALIZER_CLASS_CONFIG, StringSerializer.class.getName());
+        return properties;
+    }
+
     static Map<Integer, JsonNode> partitionKeys(JsonNode config) {
         Map<Integer, JsonNode> keys = new HashMap<>();
         for (JsonNode pair : config.get("partition_keys")) {
@@ -287,22 +309,9 @@ public final class KchaosClient {
             if (txnProducer != null) {
                 return txnProducer;
             }
-            Properties properties = common(config);
-            int timeout = (int) Math.max(1000, budgetMs);
-            properties.put(ProducerConfig.TRANSACTIONAL_ID_CONFIG, id);
-            properties.put(ProducerConfig.ENABLE_IDEMPOTENCE_CONFIG, "true");
-            properties.put(ProducerConfig.ACKS_CONFIG, "all");
-            properties.put(ProducerConfig.TRANSACTION_TIMEOUT_CONFIG,
-                           config.get("transaction_timeout_ms").asText());
-            properties.put(ProducerConfig.REQUEST_TIMEOUT_MS_CONFIG, Integer.toString(timeout));
-            properties.put(ProducerConfig.DELIVERY_TIMEOUT_MS_CONFIG,
-                           Integer.toString(timeout + config.get("linger_ms").asInt()));
-            properties.put(ProducerConfig.LINGER_MS_CONFIG, config.get("linger_ms").asText());
-            properties.put(ProducerConfig.MAX_BLOCK_MS_CONFIG, Integer.toString(timeout));
-            properties.put(ProducerConfig.RETRY_BACKOFF_MS_CONFIG, "100");
-            properties.put(ProducerConfig.KEY_SERIALIZER_CLASS_CONFIG, StringSerializer.class.getName());
-            properties.put(ProducerConfig.VALUE_SERIALIZER_CLASS_CONFIG, StringSerializer.class.getName());
-            KafkaProducer<String, String> made = new KafkaProducer<>(properties);
+            KafkaProducer<String, String> made = new KafkaProducer<>(transactionalProperties(
+                config, id, config.get("transaction_timeout_ms").asInt(),
+                (int) Math.max(1000, budgetMs), config.get("linger_ms").asInt()));
             try {
                 made.initTransactions();
             } catch (RuntimeException error) {
@@ -841,23 +850,10 @@ public final class KchaosClient {
                 outputPartitions.put(input, entry.get(2).asInt());
             }
             JsonNode settings = config.get("producer");
-            Properties properties = common(memberConfig);
-            int blockMs = (int) Math.max(1000, opTimeoutMs * 3 / 10);
-            properties.put(ProducerConfig.TRANSACTIONAL_ID_CONFIG,
-                           settings.get("transactional_id").asText());
-            properties.put(ProducerConfig.ENABLE_IDEMPOTENCE_CONFIG, "true");
-            properties.put(ProducerConfig.ACKS_CONFIG, "all");
-            properties.put(ProducerConfig.TRANSACTION_TIMEOUT_CONFIG,
-                           settings.get("transaction_timeout_ms").asText());
-            properties.put(ProducerConfig.LINGER_MS_CONFIG, settings.get("linger_ms").asText());
-            properties.put(ProducerConfig.REQUEST_TIMEOUT_MS_CONFIG, Integer.toString(blockMs));
-            properties.put(ProducerConfig.DELIVERY_TIMEOUT_MS_CONFIG,
-                           Integer.toString(blockMs + settings.get("linger_ms").asInt()));
-            properties.put(ProducerConfig.MAX_BLOCK_MS_CONFIG, Integer.toString(blockMs));
-            properties.put(ProducerConfig.RETRY_BACKOFF_MS_CONFIG, "100");
-            properties.put(ProducerConfig.KEY_SERIALIZER_CLASS_CONFIG, StringSerializer.class.getName());
-            properties.put(ProducerConfig.VALUE_SERIALIZER_CLASS_CONFIG, StringSerializer.class.getName());
-            this.producer = new KafkaProducer<>(properties);
+            this.producer = new KafkaProducer<>(transactionalProperties(
+                memberConfig, settings.get("transactional_id").asText(),
+                settings.get("transaction_timeout_ms").asInt(),
+                (int) Math.max(1000, opTimeoutMs * 3 / 10), settings.get("linger_ms").asInt()));
         }
 
         @Override
