@@ -23,7 +23,7 @@ from checker.cluster.event_log import ControllerEvent
 from checker.history import NEMESIS, Op
 from reports.run import NemesisPeriod, Run, nemesis_periods
 
-__all__ = ["Plot", "Span", "client_spans", "gapped", "write_plots"]
+__all__ = ["Plot", "Span", "client_spans", "clock_offsets", "gapped", "write_plots"]
 
 NS = 1e9
 SIZE = (11, 4)
@@ -85,6 +85,7 @@ def write_plots(run: Run, out: Path, spans: Sequence[Span] | None = None) -> lis
         _offsets(run, spans, periods, out),
         _leaders(run, periods, out),
         _unseen(run, periods, out),
+        _clocks(run, periods, out),
     ]
     return [plot for plot in drawn if plot is not None]
 
@@ -376,3 +377,48 @@ def _unseen(run: Run, periods: Sequence[NemesisPeriod], out: Path) -> Plot | Non
     _legend(ax, faults)
     return _save(figure, out, "unseen.png", "Unseen writes over time",
                  "Acknowledged sends not yet seen by any poll, per second.")
+
+
+def clock_offsets(ops: Iterable[Op]) -> dict[str, list[tuple[float, float]]]:
+    """Each moved node's wall-clock offset (s) over time (s), from the clock faults'
+    completions: a bump sets it, a strobe flips it from its invocation to its completion
+    (drawn as its two ends), a reset or heal puts every moved clock back to 0."""
+    series: dict[str, list[tuple[float, float]]] = defaultdict(list)
+    invoked: dict[str, float] = {}
+    for op in ops:
+        if op.process != NEMESIS:
+            continue
+        at = round(op.time / NS, 3)
+        if op.f not in invoked:
+            invoked[op.f] = at  # the nemesis records each op twice: invoked, then done
+            continue
+        began = invoked.pop(op.f)
+        value = op.value if isinstance(op.value, dict) else {}
+        if op.f == "clock-bump" and "node" in value:
+            series[value["node"]].append((at, value["offset_ms"] / 1000))
+        elif op.f == "clock-strobe" and "node" in value:
+            series[value["node"]] += [(began, value["offset_ms"] / 1000), (at, 0.0)]
+        elif op.f in ("clock-reset", "heal"):
+            for points in series.values():
+                if points[-1][1]:
+                    points.append((at, 0.0))
+    return dict(series)
+
+
+def _clocks(run: Run, periods: Sequence[NemesisPeriod], out: Path) -> Plot | None:
+    series = clock_offsets(run.ops)
+    if not series:
+        return None
+    end = max(op.time for op in run.ops) / NS if run.ops else 0.0
+    figure, (ax,) = _figure()
+    for node, points in sorted(series.items()):
+        times = [0.0, *(t for t, _ in points), end]
+        offsets = [0.0, *(o for _, o in points), points[-1][1]]
+        ax.step(times, offsets, where="post", linewidth=1.5, label=node)
+    faults = _shade([ax], periods, end)
+    ax.set_xlabel("time since test start (s)")
+    ax.set_ylabel("wall clock - real time (s)")
+    _legend(ax, faults)
+    return _save(figure, out, "clocks.png", "Node clocks over time",
+                 "Each moved node's wall-clock offset from the real time; the monotonic "
+                 "clock is never moved. A strobe is drawn from its start to its end.")
