@@ -91,7 +91,7 @@ def test_expand_names_and_groups():
     assert expand("partition-one,kill") == ["partition-one", "kill"]
     assert expand("partition") == list(GROUPS["partition"])
     assert set(expand("all")) == set(FAULTS) - {"crash-lose-unflushed", "crash-vm", "pause-vm",
-                                                "isolate-clients"}
+                                                "isolate-clients", "clock-bump", "clock-strobe"}
     assert expand("none") == []
     with pytest.raises(ValueError, match="unknown nemesis 'nope'"):
         expand("kill,nope")
@@ -104,7 +104,8 @@ def test_expand_names_and_groups():
                    "shrink-isr-isolate-leader", "kill-new-leader", "strand-follower",
                    "depose-coordinator", "crash-lose-unflushed", "crash-vm", "pause-vm",
                    "stall-producer", "partition-quorum", "fence-broker",
-                   "kill-quorum-majority", "partition-one-way", "isolate-clients"}
+                   "kill-quorum-majority", "partition-one-way", "isolate-clients",
+                   "clock-bump", "clock-strobe"}
     assert set(FAULTS) == issue_names
 
 
