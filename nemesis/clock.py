@@ -18,7 +18,7 @@ from collections.abc import Callable
 from nemesis.base import BaseNemesis, completed
 from nemesis.capabilities import ClockControl, Nodes
 
-__all__ = ["ClockNemesis"]
+__all__ = ["ClockNemesis", "reset_clocks"]
 
 
 class ClockNemesis(BaseNemesis):
@@ -33,14 +33,14 @@ class ClockNemesis(BaseNemesis):
 
     def teardown(self, cluster: Nodes) -> None:
         if isinstance(cluster, ClockControl):
-            self._reset(cluster)
+            reset_clocks(cluster)
 
     def invoke(self, cluster: ClockControl, op: dict) -> dict:
         if not isinstance(cluster, ClockControl):
             raise TypeError(f"{type(cluster).__name__} has no node clocks to move")
         clocks = cluster
         if op["f"] == "clock-reset":
-            return completed(op, {"reset": self._reset(clocks)})
+            return completed(op, {"reset": reset_clocks(clocks)})
         value = op.get("value") or {}
         node = self.rng.choice(list(clocks.nodes))
         offset_ms = int(float(value.get("seconds", 60)) * 1000)
@@ -58,9 +58,10 @@ class ClockNemesis(BaseNemesis):
         return completed(op, {"node": node, "flips": flips, "offset_ms": offset_ms,
                               "period_ms": int(period * 1000)})
 
-    @staticmethod
-    def _reset(clocks: ClockControl) -> list[str]:
-        moved = [node for node in clocks.nodes if clocks.clock_offset(node)]
-        for node in clocks.nodes:
-            clocks.set_clock_offset(node, 0)
-        return moved
+
+def reset_clocks(clocks: ClockControl) -> list[str]:
+    """Every node back on the real time; the nodes whose clock was off."""
+    moved = [node for node in clocks.nodes if clocks.clock_offset(node)]
+    for node in clocks.nodes:
+        clocks.set_clock_offset(node, 0)
+    return moved

@@ -59,7 +59,7 @@ from nemesis.capabilities import (
     refusal,
     zookeepers,
 )
-from nemesis.clock import ClockNemesis
+from nemesis.clock import ClockNemesis, reset_clocks
 from nemesis.consumers import (
     DEFAULT_SESSION_TIMEOUT,
     PAUSE_MARGIN,
@@ -317,8 +317,7 @@ class HealNemesis(BaseNemesis):
         if isinstance(cluster, PartitionableNetwork):
             self.firewall.heal(cluster)
         if isinstance(cluster, ClockControl):
-            for node in cluster.nodes:
-                cluster.set_clock_offset(node, 0)
+            reset_clocks(cluster)
         started = []
         for service, nodes in (("zookeeper", zookeepers(cluster)),
                                ("controller", dedicated_controllers(cluster)),

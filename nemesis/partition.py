@@ -176,24 +176,27 @@ class PartitionNemesis(BaseNemesis):
         """A broker, a workload partition's leader when one is known, cut off from every
         dedicated controller."""
         controllers = list(require(cluster, HasDedicatedQuorum).controllers)
-        found = (leader_and_followers(cluster, self.rng, internal=False)
-                 if isinstance(cluster, HasLeaders) else None)
-        broker = found[1] if found else self.rng.choice(list(cluster.brokers))
+        broker, leads = self._leader_or_any_broker(cluster)
         grudge = grudges.between([broker], controllers)
         self.firewall.set(cluster, "partition", grudge)
-        return completed(op, {"broker": broker, "leads": found is not None,
-                              **grudges.describe(grudge)})
+        return completed(op, {"broker": broker, "leads": leads, **grudges.describe(grudge)})
 
     def _isolate_from_clients(self, cluster: PartitionableNetwork, op: dict) -> dict:
         """A broker, a workload partition's leader when one is known, drops the clients;
         the other brokers, the controller and the metadata store still reach it."""
         clients = require(cluster, CutsClients).clients_address()
+        broker, leads = self._leader_or_any_broker(cluster)
+        self.firewall.set(cluster, "partition", {broker: frozenset({clients})})
+        return completed(op, {"broker": broker, "leads": leads, "drops": "clients",
+                              "clients": clients})
+
+    def _leader_or_any_broker(self, cluster: PartitionableNetwork) -> tuple[str, bool]:
+        """A workload partition's leader when one is known (True), else a random broker."""
         found = (leader_and_followers(cluster, self.rng, internal=False)
                  if isinstance(cluster, HasLeaders) else None)
-        broker = found[1] if found else self.rng.choice(list(cluster.brokers))
-        self.firewall.set(cluster, "partition", {broker: frozenset({clients})})
-        return completed(op, {"broker": broker, "leads": found is not None,
-                              "drops": "clients", "clients": clients})
+        if found is not None:
+            return found[1], True
+        return self.rng.choice(list(cluster.brokers)), False
 
     def grudge(self, cluster: PartitionableNetwork,
                spec: str | Mapping[str, Any]) -> grudges.Grudge:
