@@ -756,15 +756,9 @@ public final class KchaosClient {
         /** One poll; in before-process mode, commit what it fetched first (and answer the
          * records as unprocessed when that commit is not ok). */
         private JsonNode poll() {
-            ArrayNode byPartition = reads(consumer.poll(Duration.ofMillis(pollTimeoutMs)));
             ArrayNode reads = JSON.createArrayNode();
             ArrayNode offsets = JSON.createArrayNode();
-            for (JsonNode entry : byPartition) {
-                JsonNode key = keys.get(entry.get(0).asInt());
-                reads.add(pair(key, entry.get(1)));
-                long last = entry.get(1).get(entry.get(1).size() - 1).get(0).asLong();
-                offsets.add(pair(key, JSON.valueToTree(last + 1)));
-            }
+            keyed(reads(consumer.poll(Duration.ofMillis(pollTimeoutMs))), reads, offsets);
             ObjectNode result = JSON.createObjectNode();
             result.set("reads", reads);
             result.set("errors", JSON.createArrayNode());
@@ -786,6 +780,18 @@ public final class KchaosClient {
                 result.set("unprocessed", unprocessed);
             }
             return result;
+        }
+
+        /** One poll's records by partition (`reads(records)`) into `reads`, [[key, [[offset,
+         * value], ...]], ...], and each key's next offset into `offsets`, [[key, next], ...]. */
+        private void keyed(ArrayNode byPartition, ArrayNode reads, ArrayNode offsets) {
+            for (JsonNode entry : byPartition) {
+                JsonNode key = keys.get(entry.get(0).asInt());
+                JsonNode pairs = entry.get(1);
+                reads.add(pair(key, pairs));
+                long last = pairs.get(pairs.size() - 1).get(0).asLong();
+                offsets.add(pair(key, JSON.valueToTree(last + 1)));
+            }
         }
 
         /** Commit [[key, next offset], ...] synchronously: ok, fail when the group refused
@@ -842,10 +848,8 @@ public final class KchaosClient {
             this.member = new Member(memberConfig, "read_committed");
             this.outputTopic = config.get("output_topic").asText();
             this.opTimeoutMs = (long) (memberConfig.get("op_timeout").asDouble() * 1000);
-            Map<String, Integer> partitionOfKey = new HashMap<>();
-            member.keys.forEach((partition, key) -> partitionOfKey.put(key.asText(), partition));
             for (JsonNode entry : config.get("outputs")) {
-                int input = partitionOfKey.get(entry.get(0).asText());
+                int input = member.partitionOfKey.get(entry.get(0).asText());
                 outputKeys.put(input, entry.get(1));
                 outputPartitions.put(input, entry.get(2).asInt());
             }
@@ -906,18 +910,14 @@ public final class KchaosClient {
             result.set("outputs", outputs);
             result.set("offsets", offsets);
             result.set("errors", JSON.createArrayNode());
+            member.keyed(reads(records), reads, offsets);
             Map<TopicPartition, OffsetAndMetadata> next = new HashMap<>();
             Map<TopicPartition, Long> first = new HashMap<>();
-            for (JsonNode entry : reads(records)) {
-                int partition = entry.get(0).asInt();
-                JsonNode pairs = entry.get(1);
-                JsonNode key = member.keys.get(partition);
-                reads.add(pair(key, pairs));
-                long after = pairs.get(pairs.size() - 1).get(0).asLong() + 1;
-                offsets.add(pair(key, JSON.valueToTree(after)));
-                TopicPartition input = new TopicPartition(member.topic, partition);
-                next.put(input, new OffsetAndMetadata(after));
-                first.put(input, pairs.get(0).get(0).asLong());
+            for (int i = 0; i < reads.size(); i++) {
+                TopicPartition input = new TopicPartition(
+                    member.topic, member.partitionOfKey.get(reads.get(i).get(0).asText()));
+                next.put(input, new OffsetAndMetadata(offsets.get(i).get(1).asLong()));
+                first.put(input, reads.get(i).get(1).get(0).get(0).asLong());
             }
             if (records.isEmpty()) {
                 return Queue.ended(result, "ok", null);
