@@ -203,13 +203,21 @@ def test_expire_session_makes_the_controller_see_the_broker_leave_and_return(clu
         assert time.monotonic() < deadline, "the controller did not see the broker return"
         time.sleep(0.1)
     log = f"{cluster.broker_set.directory(controller_node)}/data/controller-events.jsonl"
-    changes = [event for event in map(json.loads, cluster.remote.exec(
-        controller_node, ["cat", log]).out.splitlines()) if event["event"] == "broker-change"]
     # Either the controller saw the broker leave and then return, or (when it registered
     # again before the controller read the children) one change with a new broker epoch.
-    left = [i for i, e in enumerate(changes) if victim_id in e["dead"]]
-    returned = left and any(victim_id in e["new"] for e in changes[left[0] + 1:])
-    bounced = any(victim_id in e.get("bounced", []) for e in changes)
+    # The controller's event thread handles the watch in its own time (the broker may be
+    # back in its metadata before it did, having never left it): read until it has.
+    deadline = time.monotonic() + 30
+    while True:
+        changes = [event for event in map(json.loads, cluster.remote.exec(
+            controller_node, ["cat", log]).out.splitlines())
+            if event["event"] == "broker-change"]
+        left = [i for i, e in enumerate(changes) if victim_id in e["dead"]]
+        returned = left and any(victim_id in e["new"] for e in changes[left[0] + 1:])
+        bounced = any(victim_id in e.get("bounced", []) for e in changes)
+        if returned or bounced or time.monotonic() > deadline:
+            break
+        time.sleep(0.2)
     assert returned or bounced, changes
     assert cluster.running(victim)
 
